@@ -1,0 +1,134 @@
+"""The attention decode family's YAML fields: shape, declared arithmetic, value ranges, cases."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from kcontract.contract.model import Strict
+
+
+class Shape(Strict):
+    """Heads and head dim; query head h reads key head h // (q_heads // kv_heads)."""
+
+    head_dim: int = Field(gt=0, le=1024)
+    q_heads: int = Field(gt=0, le=256)
+    kv_heads: int = Field(gt=0, le=256)
+
+    @model_validator(mode="after")
+    def _group(self) -> "Shape":
+        if self.q_heads % self.kv_heads:
+            raise ValueError(f"q_heads a multiple of kv_heads, given: {self.q_heads} and {self.kv_heads}")
+        if self.q_heads // self.kv_heads > 16:
+            raise ValueError(f"a query-to-key-head ratio of at most 16, given: {self.q_heads // self.kv_heads}")
+        return self
+
+    @property
+    def group(self) -> int:
+        """Query heads per key head."""
+        return self.q_heads // self.kv_heads
+
+
+class Arithmetic(Strict):
+    """The kernel's declared arithmetic: what the rigorous range allows for."""
+
+    chunk: int = Field(default=256, gt=0)  # keys per partial, at absolute positions
+    exp: Literal["expf", "exp2f", "ex2.approx", "__expf"] = "expf"
+    prob_round: Literal["none", "bf16", "bf16_numerator"] = "none"  # where p is rounded to bf16
+    div: Literal["ieee", "rcp_rn", "rcp_approx", "div_full", "fdividef"] = "ieee"
+    rescales_per_key: int = Field(default=0, ge=0)  # online rescales a weight may see inside its chunk
+    out: Literal["bf16", "fp16", "fp32"] = "bf16"
+
+
+class Values(Strict):
+    """Realistic value ranges for gate 1 (RMS per row and head)."""
+
+    q_rms: tuple[float, float] = (0.95, 1.05)
+    k_rms: tuple[float, float] = (0.06, 0.13)
+    v_rms: float = Field(default=1.0, gt=0)
+    v_mean: float = Field(default=1.0, ge=0)  # per-column mean magnitude on mean-shifted slots
+    peaked_keys: int = Field(default=4, ge=0)  # keys per row raised by peak_nats
+    peak_nats: float = Field(default=6.0, ge=0)
+
+
+class Cache(Strict):
+    """A linear cache (no window) of `length` rows, or a ring of `ring` rows behind a `window`."""
+
+    kind: Literal["linear", "ring"]
+    length: int | None = Field(default=None, gt=0)
+    window: int | None = Field(default=None, gt=0)
+    ring: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Cache":
+        if self.kind == "linear":
+            if self.length is None or self.window is not None or self.ring is not None:
+                raise ValueError("a linear cache takes `length` only")
+        else:
+            if self.window is None or self.ring is None or self.length is not None:
+                raise ValueError("a ring cache takes `window` and `ring`")
+            if self.ring < self.window:
+                raise ValueError(f"ring >= window, given: ring {self.ring} < window {self.window}")
+        return self
+
+    @property
+    def win(self) -> int:
+        """The ABI's window scalar: 0 means no window."""
+        return 0 if self.kind == "linear" else int(self.window)
+
+    @property
+    def rows(self) -> int:
+        """Cache rows per slot (the ABI's ring)."""
+        return int(self.length if self.kind == "linear" else self.ring)
+
+
+class Case(Strict):
+    """Rows (query positions) over one cache layout; each row reads its own cache slot."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    cache: Cache
+    rows: list[int] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _positions(self) -> "Case":
+        for pos in self.rows:
+            if pos < 0 or pos >= 2**31:
+                raise ValueError(f"row positions in [0, 2^31), given: {pos}")
+            if self.cache.kind == "linear" and pos >= self.cache.rows:
+                raise ValueError(f"row positions below the cache length {self.cache.rows}, given: {pos}")
+        return self
+
+
+class Stress(Strict):
+    """Gate 3's merge-stress inputs."""
+
+    chunks: int = Field(default=130, ge=2)  # chunks in the longest stress row
+    gap_nats: float = Field(default=40.0, gt=0)  # spread of the per-chunk maxima
+
+
+class Mirror(Strict):
+    """Gate 4's integer mirrors."""
+
+    max_keys: int = Field(default=1024, gt=0)  # keys per mirror row, capped so sums stay below 2^24
+
+
+class DecodeSpec(Strict):
+    """Everything an attention decode entry declares beyond the generic fields."""
+
+    shape: Shape
+    arithmetic: Arithmetic = Arithmetic()
+    values: Values = Values()
+    cases: list[Case] = Field(min_length=1)
+    stress: Stress = Stress()
+    mirror: Mirror = Mirror()
+    scale: float | None = None  # default fp32(1/sqrt(head_dim))
+
+    @model_validator(mode="after")
+    def _unique_cases(self) -> "DecodeSpec":
+        seen: set[str] = set()
+        for case in self.cases:
+            if case.name in seen:
+                raise ValueError(f"case names unique within the entry, given twice: {case.name!r}")
+            seen.add(case.name)
+        return self

@@ -1,0 +1,39 @@
+"""What every gate returns: counts, a verdict and the worst offender with a replay command."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Offender:
+    """The worst element a gate saw, with everything needed to find and replay it."""
+
+    case: str
+    coords: dict[str, int]  # e.g. {"row": 3, "head": 5, "dim": 17}
+    got: str  # value and bits, e.g. "0.4121 (0x3ed3)"
+    expected: str  # value and bits, or the range
+    detail: str = ""  # e.g. "3 ulps above hi", "differs from solo in variant batch7_last"
+
+
+@dataclass
+class GateResult:
+    """One entry x gate: what was checked and whether it passed."""
+
+    gate: int
+    passed: bool
+    checked: int = 0  # outputs compared
+    decided: int = 0  # outputs whose range rounds to one value (gate 1, 3, 4)
+    bit_equal: int = 0  # decided outputs bit-equal to the reference
+    within: int = 0  # undecided outputs inside their range
+    failures: int = 0  # outputs out of range, not bit-equal, NaN or unwritten
+    worst: Offender | None = None
+    replay: str = ""  # the command that reproduces this gate's run
+    message: str = ""  # one line: what went wrong, or a fact worth printing
+    facts: dict[str, Any] = field(default_factory=dict)  # per-gate extras (decided %, miss factors)
+
+    @property
+    def status(self) -> str:
+        """'pass' or 'FAIL'."""
+        return "pass" if self.passed else "FAIL"

@@ -1,0 +1,19 @@
+"""The launcher protocol: run a Problem through a kernel and return its outputs on the host."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from kcontract.problem import Problem
+
+
+class Launcher(Protocol):
+    """Runs problems; outputs come back as host arrays (bf16/fp16 as uint16 bits, fp32 as float32)."""
+
+    def run(self, problem: Problem) -> dict[str, np.ndarray]:
+        """Allocate and poison the outputs, launch, wait, return every output."""
+
+    def run_concurrent(self, problems: list[Problem]) -> list[dict[str, np.ndarray]]:
+        """Run problems at the same time (streams on a GPU, threads on a CPU)."""

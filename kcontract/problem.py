@@ -1,0 +1,71 @@
+"""The objects families, launchers and gates exchange: problems, expectations, variant runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """An output buffer the launcher allocates and poisons (NaN in its format) before launch."""
+
+    shape: tuple[int, ...]
+    fmt: str  # "bf16", "fp16", "fp32", or "workspace-fp32" for scratch such as split-K partials
+    check: bool = True  # False for workspace buffers no gate reads
+
+
+@dataclass
+class Problem:
+    """One kernel call: ABI input buffers, outputs to allocate, scalar arguments, and a label."""
+
+    label: str
+    inputs: dict[str, np.ndarray]  # host arrays in ABI dtype (bf16 and fp16 as uint16 bit patterns)
+    outputs: dict[str, OutputSpec]
+    scalars: dict[str, Any]  # kernel scalars by ABI name
+    meta: dict[str, Any] = field(default_factory=dict)  # family data the launcher may need (launch shape)
+
+
+@dataclass
+class Expected:
+    """Per-element allowed range of one output, already rounded to the output format."""
+
+    output: str  # which output buffer
+    fmt: str  # "bf16", "fp16" or "fp32"
+    lo: np.ndarray  # float64 values of RN(lo) in fmt, output shape
+    hi: np.ndarray  # float64 values of RN(hi) in fmt
+    center: np.ndarray  # float64 reference before output rounding
+    axes: tuple[str, ...]  # coordinate names, one per axis, e.g. ("row", "head", "dim")
+    mask: np.ndarray | None = None  # elements to check; None checks all
+
+
+@dataclass
+class Checked:
+    """A problem and what its output must satisfy; the unit of gates 1, 3 and 4."""
+
+    case: str
+    problem: Problem
+    expected: list[Expected]
+    notes: dict[str, Any] = field(default_factory=dict)  # family facts for the report
+
+
+@dataclass
+class Variant:
+    """A run that contains the base rows somewhere else: row_map[base_row] = row in this run."""
+
+    label: str
+    problem: Problem
+    row_map: dict[int, int]
+    concurrent_with: Problem | None = None  # run at the same time as this problem, if the launcher can
+
+
+@dataclass
+class InvarianceSet:
+    """A base run and its variant runs whose mapped rows must be bit-equal to the base's."""
+
+    case: str
+    base: Problem
+    outputs: tuple[str, ...]  # outputs compared, first axis is the row
+    variants: list[Variant]
