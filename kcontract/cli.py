@@ -1,0 +1,22 @@
+"""The `kcontract` command group: it only wires subcommands."""
+
+from __future__ import annotations
+
+import click
+
+from kcontract import __version__
+from kcontract.commands.list_entries import list_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kcontract")
+def cli() -> None:
+    """Kernel-contract verification for GPU kernels."""
+
+
+cli.add_command(list_command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="kcontract")

@@ -1,0 +1,55 @@
+"""A contract after validation: entries with their family objects resolved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kcontract.contract.model import Contract, Control, KernelRef, KnownFinding
+from kcontract.families.base import Family
+
+
+@dataclass
+class LoadedEntry:
+    """One validated entry: its family instance (spec parsed) and resolved gate list."""
+
+    name: str
+    family_name: str
+    family: Family
+    kernel: KernelRef
+    gates: list[int]
+    timeout: float
+    line: int | None = None  # where the entry starts in the contract file
+
+    @property
+    def kernel_label(self) -> str:
+        """`module:function` or `source.cu` for tables."""
+        return self.kernel.python if self.kernel.python is not None else self.kernel.cuda.source
+
+
+@dataclass
+class LoadedContract:
+    """The whole validated contract."""
+
+    path: str
+    model: Contract
+    entries: list[LoadedEntry]
+    controls: list[Control] = field(default_factory=list)
+    known_findings: list[KnownFinding] = field(default_factory=list)
+    lines: dict[str, int] = field(default_factory=dict)  # field path ("entries[0].cases[1]") -> line
+
+    @property
+    def seed(self) -> int:
+        """The contract's seed."""
+        return self.model.seed
+
+    @property
+    def targets(self) -> list[str]:
+        """Target SMs for compiles and records."""
+        return list(self.model.targets)
+
+    def entry(self, name: str) -> LoadedEntry:
+        """The entry called `name` (KeyError if absent)."""
+        for entry in self.entries:
+            if entry.name == name:
+                return entry
+        raise KeyError(name)
