@@ -1,0 +1,105 @@
+"""Exact rounding from float64 into a format, and conversion between values and bit patterns."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .formats import Format
+from .formats import fmt as as_format
+
+_QNAN = {"bf16": 0x7FC0, "fp16": 0x7E00, "fp32": 0x7FC00000}  # canonical quiet NaN
+_POISON = {"bf16": 0x7FFF, "fp16": 0x7FFF, "fp32": 0x7FFFFFFF}  # quiet NaN with full payload
+
+
+def _quantize(x, f: Format, op: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Round finite x to f's grid with op (np.rint or np.trunc) on the scaled significand."""
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x)
+    xf = np.where(finite, x, 0.0)
+    e = np.frexp(xf)[1].astype(np.int32) - 1  # floor(log2|x|) for x != 0
+    q = (np.maximum(e, f.emin) - f.precision + 1).astype(np.int32)  # exponent of the grid spacing at |x|
+    with np.errstate(over="ignore"):
+        r = np.ldexp(op(np.ldexp(xf, -q)), q)  # exact: power-of-two scalings of integers below 2**(p+1)
+    return np.where(finite, r, x)
+
+
+def round_to(x, fmt: str | Format) -> np.ndarray:
+    """Round float64 x to nearest-even in fmt, as float64; overflow to inf, NaN and signed zeros kept."""
+    f = as_format(fmt)
+    r = _quantize(x, f, np.rint)
+    r = np.where(np.abs(r) > f.max_finite, np.copysign(np.inf, r), r)
+    return r[()]
+
+
+def truncate_to(x, fmt: str | Format) -> np.ndarray:
+    """Round float64 x toward zero in fmt, as float64; finite overflow gives ±max_finite."""
+    f = as_format(fmt)
+    r = _quantize(x, f, np.trunc)
+    r = np.where(np.isfinite(r) & (np.abs(r) > f.max_finite), np.copysign(f.max_finite, r), r)
+    return r[()]
+
+
+def is_representable(x, fmt: str | Format) -> np.ndarray:
+    """True where x is NaN, ±inf or exactly a value of fmt."""
+    x = np.asarray(x, dtype=np.float64)
+    return (np.isnan(x) | (round_to(x, fmt) == x))[()]
+
+
+def to_bits(x, fmt: str | Format) -> np.ndarray:
+    """Bit patterns of values already in fmt; NaN gives the canonical quiet NaN."""
+    f = as_format(fmt)
+    x = np.asarray(x, dtype=np.float64)
+    bad = ~np.asarray(is_representable(x, f))
+    if bad.any():
+        first = x[bad].flat[0]
+        raise ValueError(f"{first!r} is not representable in {f.name} ({int(bad.sum())} such values)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        if f.name == "fp16":
+            b = x.astype(np.float16).view(np.uint16)
+        elif f.name == "fp32":
+            b = x.astype(np.float32).view(np.uint32)
+        else:
+            b = (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    b = np.where(np.isnan(x), f.uint(_QNAN[f.name]), b).astype(f.uint)
+    return b[()]
+
+
+def from_bits(bits, fmt: str | Format) -> np.ndarray:
+    """float64 values of bit patterns in fmt."""
+    f = as_format(fmt)
+    b = np.asarray(bits)
+    if b.dtype.kind not in "ui":
+        raise ValueError(f"bit patterns must be integers, given dtype {b.dtype}")
+    if b.size and (b.min() < 0 or int(b.max()) >= 1 << f.bits):
+        raise ValueError(f"bit patterns out of range for {f.name} ({f.bits} bits)")
+    if f.name == "fp16":
+        v = b.astype(np.uint16).view(np.float16)
+    elif f.name == "fp32":
+        v = b.astype(np.uint32).view(np.float32)
+    else:
+        v = (b.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    with np.errstate(invalid="ignore"):  # signalling NaN patterns
+        return v.astype(np.float64)[()]
+
+
+def rn_bits(x, fmt: str | Format) -> np.ndarray:
+    """Bit patterns of round_to(x, fmt)."""
+    return to_bits(round_to(x, fmt), fmt)
+
+
+def poison_bits(fmt: str | Format):
+    """A quiet-NaN bit pattern for poisoning output buffers before launch."""
+    f = as_format(fmt)
+    return f.uint(_POISON[f.name])
+
+
+def bf16_from_f32_bits(x_float32) -> np.ndarray:
+    """bf16 bits of float32 values (or uint32 bit patterns) by RN-even on the bits, as a kernel does."""
+    a = np.asarray(x_float32)
+    b = a.astype(np.uint32) if a.dtype.kind in "ui" else a.astype(np.float32).view(np.uint32)
+    nan = (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    rounded = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    quiet = (b >> np.uint32(16)) | np.uint32(0x0040)
+    return np.where(nan, quiet, rounded).astype(np.uint16)[()]
