@@ -6,6 +6,7 @@ import click
 
 from kcontract import __version__
 from kcontract.commands.list_entries import list_command
+from kcontract.commands.run import run_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,6 +16,7 @@ def cli() -> None:
 
 
 cli.add_command(list_command)
+cli.add_command(run_command)
 
 
 def main() -> None:

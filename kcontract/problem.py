@@ -69,3 +69,4 @@ class InvarianceSet:
     base: Problem
     outputs: tuple[str, ...]  # outputs compared, first axis is the row
     variants: list[Variant]
+    axes: tuple[str, ...] = ("row",)  # coordinate names of an output's axes, for reports

@@ -1,0 +1,102 @@
+"""`kcontract run`: every entry through gates 1-4, every control, then the SUMMARY line."""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kcontract.commands.common import contract_option, err, out, user_errors
+from kcontract.contract.loader import load_contract
+from kcontract.errors import UsageError
+from kcontract.report.json_report import run_document, write_json
+from kcontract.report.summary import summarise
+from kcontract.report.tables import control_table, entry_table, print_failures
+from kcontract.runner.outcome import Task
+from kcontract.runner.pool import Pool, in_process
+
+RANGE_GATES = (1, 2, 3, 4)
+
+
+@click.command("run")
+@contract_option
+@click.option("--only", "only", multiple=True, help="Run entries matching this glob (repeatable).")
+@click.option("--control", "control_names", multiple=True, help="Run only this control (repeatable).")
+@click.option("--gate", "gate", type=click.IntRange(1, 4), help="Run only this gate.")
+@click.option("--case", "case", help="Run only this case of the entry.")
+@click.option("--seed", "seed", type=click.IntRange(0, 2**63 - 1), help="Override the contract's seed.")
+@click.option("--no-controls", is_flag=True, help="Skip the planted-fault controls.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full results as JSON.")
+@user_errors
+def run_command(contract_path, only, control_names, gate, case, seed, no_controls, json_path) -> None:
+    """Run the contract: gates 1-4 per entry, each control at its gate, and print the SUMMARY line."""
+    loaded = load_contract(contract_path)
+    seed = loaded.seed if seed is None else seed
+    entries = [e for e in loaded.entries if not only or any(fnmatch.fnmatch(e.name, g) for g in only)]
+    if control_names:
+        entries = []
+    if only and not entries:
+        raise UsageError(f"--only {' '.join(only)} matches no entry; entries: "
+                         f"{', '.join(e.name for e in loaded.entries[:8])}")
+    names = {e.name for e in entries}
+    controls = [] if no_controls else [c for c in loaded.controls
+                                       if (c.name in control_names) or (not control_names and c.entry in names)]
+    missing = set(control_names) - {c.name for c in loaded.controls}
+    if missing:
+        raise UsageError(f"--control {', '.join(sorted(missing))}: no such control in {contract_path}")
+    if case is not None:
+        for e in entries + [loaded.entry(c.entry) for c in controls]:
+            if case not in e.family.case_names():
+                raise UsageError(f"--case {case}: entry {e.name} has no such case; cases: "
+                                 f"{', '.join(e.family.case_names())}")
+
+    def gates_for(entry_gates: list[int]) -> list[int]:
+        chosen = [g for g in entry_gates if g in RANGE_GATES]
+        return [g for g in chosen if g == gate] if gate else chosen
+
+    tasks = [Task("entry", e.name, e.name, contract_path, gates_for(e.gates), seed, case, e.timeout) for e in entries]
+    tasks += [Task("control", c.name, c.entry, contract_path, gates_for(loaded.entry(c.entry).gates), seed, case,
+                   c.timeout or loaded.entry(c.entry).timeout) for c in controls]
+    tasks = [t for t in tasks if t.gates]
+    outcomes = run_tasks(tasks)
+    entry_outcomes = [o for o in outcomes if o.task.kind == "entry"]
+    control_outcomes = [o for o in outcomes if o.task.kind == "control"]
+    planted = {c.name: c.gate for c in loaded.controls}
+    summary = summarise(entry_outcomes, control_outcomes, loaded.known_findings, planted)
+    if entry_outcomes:
+        out.print(entry_table(entry_outcomes))
+    if control_outcomes:
+        out.print(control_table(control_outcomes, planted))
+    print_failures(err, entry_outcomes)
+    for o in control_outcomes:
+        if o.status != "ran":
+            err.print(f"control {o.task.name}: {o.status}: {o.detail.strip()} (counts as missed)", markup=False)
+    if json_path:
+        write_json(json_path, run_document(entry_outcomes, control_outcomes, summary))
+    out.print(summary.line(), markup=False)
+    sys.exit(int(summary.exit_code))
+
+
+def run_tasks(tasks: list[Task]):
+    """Run tasks in a worker process with a progress bar; in-process when KCONTRACT_IN_PROCESS=1."""
+    outcomes = []
+    pool = None if in_process() else Pool()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=err, transient=True) as progress:
+            bar = progress.add_task("kcontract run", total=len(tasks))
+            for task in tasks:
+                progress.update(bar, description=f"{task.kind} {task.name}")
+                if pool is None:
+                    from kcontract.runner.execute import execute
+
+                    outcomes.append(execute(task))
+                else:
+                    outcomes.append(pool.run(task))
+                progress.advance(bar)
+    finally:
+        if pool is not None:
+            pool.close()
+    return outcomes

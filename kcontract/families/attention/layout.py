@@ -1,0 +1,55 @@
+"""Lay rows into the decode ABI's buffers: the cache pool, positions, slots and workspace."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcontract.families.attention.rows import RowData
+from kcontract.families.attention.spec import Shape
+from kcontract.families.attention.window import Window, max_partials
+from kcontract.numerics import poison_bits
+from kcontract.problem import OutputSpec, Problem
+
+NEVER_WRITTEN = poison_bits("bf16")  # cache rows no position has reached yet hold NaN
+
+
+def build_problem(label: str, rows: list[RowData], shape: Shape, window: Window, chunk: int, scale: float,
+                  out_fmt: str, slots: list[int] | None = None, n_part: int | None = None,
+                  fill_outside: bool = True) -> Problem:
+    """A decode call over `rows`; row b reads cache slot slots[b] (default b)."""
+    hq, hk, d = shape.q_heads, shape.kv_heads, shape.head_dim
+    batch = len(rows)
+    slots = list(range(batch)) if slots is None else slots
+    n_slots = max(slots) + 1
+    k_cache = np.full((n_slots, window.ring, hk, d), NEVER_WRITTEN, dtype=np.uint16)
+    v_cache = np.full_like(k_cache, NEVER_WRITTEN)
+    for row, slot in zip(rows, slots):
+        window.check(row.pos)
+        stored = window.stored(row.pos)
+        before = stored[stored < row.first]
+        if fill_outside and len(before):
+            k_out, v_out = row.outside(before, hk, d)
+            k_cache[slot, window.slot_of(before)] = k_out
+            v_cache[slot, window.slot_of(before)] = v_out
+        visible = np.arange(row.first, row.pos + 1)
+        k_cache[slot, window.slot_of(visible)] = row.k
+        v_cache[slot, window.slot_of(visible)] = row.v
+    n_part = max_partials(window, chunk) if n_part is None else n_part
+    return Problem(
+        label=label,
+        inputs={
+            "q": np.stack([r.q for r in rows]),
+            "k_cache": k_cache,
+            "v_cache": v_cache,
+            "row_pos": np.array([r.pos for r in rows], dtype=np.int32),
+            "row_slot": np.array(slots, dtype=np.int32),
+        },
+        outputs={
+            "part_m": OutputSpec((batch, hq, n_part), "fp32", check=False),
+            "part_l": OutputSpec((batch, hq, n_part), "fp32", check=False),
+            "part_o": OutputSpec((batch, hq, n_part, d), "fp32", check=False),
+            "out": OutputSpec((batch, hq, d), out_fmt),
+        },
+        scalars={"win": window.win, "ring": window.ring, "n_part": n_part, "scale": np.float32(scale)},
+        meta={"chunk": chunk, "batch": batch, "q_heads": hq, "kv_heads": hk, "head_dim": d},
+    )

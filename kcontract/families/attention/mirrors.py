@@ -1,0 +1,122 @@
+"""Gate 4's integer mirrors: inputs on which every intermediate is exact, with exact expectations."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcontract.families.attention.rows import RowData
+from kcontract.families.attention.spec import Arithmetic, Shape
+from kcontract.families.attention.window import Window, chunk_of_key
+from kcontract.numerics import from_bits, rn_bits, round_to, ulp_of
+
+HARD_Q = 16.0  # q = 16 e_0: with k[0] = -256 a score of -4096 * scale, whose exp underflows to exactly 0
+HARD_OFF = -256.0
+EXACT_SUM_LIMIT = 2.0**24  # fp32 holds every integer below this exactly
+
+
+def edge_probes(first: int, pos: int, chunk: int) -> np.ndarray:
+    """Key indices (from the first visible key) of every chunk's first and last key, sorted."""
+    starts = np.arange((first // chunk) * chunk, pos + 1, chunk)
+    edges = np.concatenate([np.maximum(starts, first), np.minimum(starts + chunk - 1, pos)])
+    return np.unique(edges) - first
+
+
+def mirror_a_row(rng: np.random.Generator, shape: Shape, window: Window, pos: int, chunk: int) -> RowData:
+    """q = 0: every score 0, every p exactly 1; probe, same-sign and ramp integer columns per key head."""
+    hq, hk, d = shape.q_heads, shape.kv_heads, shape.head_dim
+    first = window.first(pos)
+    n = pos - first + 1
+    probes = edge_probes(first, pos, chunk)[: d // 2]
+    j = np.arange(n)[:, None]
+    v = np.zeros((n, hk, d))
+    for kh in range(hk):
+        v[probes, kh, np.arange(len(probes))] = 1.0  # one-hot: column i is probe key i's indicator
+        for col in range(len(probes), d):
+            kind = col % 3
+            if kind == 0:
+                v[:, kh, col] = 3 + (kh + col) % 5  # same sign: partial sums leave bf16's exact integers
+            elif kind == 1:
+                v[:, kh, col] = ((j[:, 0] + col + 7 * kh) % 61) + 1  # ramp
+            else:
+                v[:, kh, col] = -(2 + (kh * 3 + col) % 7)
+    k = rng.standard_normal((n, hk, d)) * 0.1
+    return RowData(pos=pos, first=first, q=rn_bits(np.zeros((hq, d)), "bf16"), k=rn_bits(k, "bf16"),
+                   v=rn_bits(v, "bf16"), filler_value=0.0, tag="mirror-A")
+
+
+def mirror_b_row(shape: Shape, window: Window, pos: int, chunk: int, on_sets: list[np.ndarray] | None = None,
+                 tag: str = "mirror-B") -> RowData:
+    """Hard selection: p is exactly 1 (on) or 0 (off); on-counts differ per chunk and per key head."""
+    hq, hk, d = shape.q_heads, shape.kv_heads, shape.head_dim
+    first = window.first(pos)
+    n = pos - first + 1
+    cid = chunk_of_key(np.arange(first, pos + 1), first, chunk)
+    k = np.zeros((n, hk, d))
+    k[:, :, 0] = HARD_OFF
+    if on_sets is None:
+        on_sets = [chunk_pattern_on_set(cid, kh) for kh in range(hk)]
+    for kh, on in enumerate(on_sets):
+        k[on, kh, 0] = 0.0
+    col = np.arange(d)[None, :]
+    v = np.stack([((cid[:, None] * (kh + 3) + col) % 23 + 1 + kh) * np.where(col % 4 == 3, -1, 1)
+                  + (np.arange(n)[:, None] % 5) for kh in range(hk)], axis=1).astype(np.float64)
+    q = np.zeros((hq, d))
+    q[:, 0] = HARD_Q
+    return RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=rn_bits(k, "bf16"), v=rn_bits(v, "bf16"),
+                   filler_value=0.0, tag=tag)
+
+
+def chunk_pattern_on_set(cid: np.ndarray, kh: int) -> np.ndarray:
+    """On keys: chunk c gets a fraction from a cycle shifted per key head, off keys first in the chunk."""
+    fractions = (0.75, 0.25, 0.0, 0.5, 1.0, 0.125)
+    on: list[int] = []
+    for c in np.unique(cid):
+        idx = np.flatnonzero(cid == c)
+        count = int(round(len(idx) * fractions[(c + kh) % len(fractions)]))
+        on.extend(idx[len(idx) - count:])
+    if not on:
+        on = [len(cid) - 1]
+    return np.array(sorted(on))
+
+
+def mirror_sums(row: RowData, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """Exact numerator [Hq, D] and denominator [Hq, 1] of a mirror row (weights are 0 or 1)."""
+    q, k, v = row.floats()
+    num = np.zeros((shape.q_heads, shape.head_dim))
+    den = np.zeros((shape.q_heads, 1))
+    for h in range(shape.q_heads):
+        kh = h // shape.group
+        scores = k[:, kh] @ q[h]
+        on = scores == scores.max()  # all scores are 0 or a hard-off value far below
+        num[h] = v[on, kh].sum(axis=0)
+        den[h] = on.sum()
+    if np.abs(num).max(initial=0) >= EXACT_SUM_LIMIT or den.max() >= EXACT_SUM_LIMIT:
+        raise ValueError("mirror sums leave fp32's exact integers: lower mirror.max_keys")
+    return num, den
+
+
+def bf16_accumulation_miss(row: RowData, shape: Shape, arith: Arithmetic, expected: np.ndarray) -> float:
+    """Largest error, in output ulps, of the same mirror summed with bf16 running sums per chunk."""
+    _, k, v = row.floats()
+    q = from_bits(row.q, "bf16")
+    cid = chunk_of_key(np.arange(row.first, row.pos + 1), row.first, arith.chunk)
+    worst = 0.0
+    for h in range(shape.q_heads):
+        kh = h // shape.group
+        scores = k[:, kh] @ q[h]
+        on = scores == scores.max()
+        num = np.zeros(shape.head_dim)
+        den = 0.0
+        for c in np.unique(cid):
+            sel = np.flatnonzero((cid == c) & on)
+            acc_n, acc_l = np.zeros(shape.head_dim), 0.0
+            for j in sel:
+                acc_n = round_to(acc_n + v[j, kh], "bf16")
+                acc_l = float(round_to(np.array(acc_l + 1.0), "bf16"))
+            num += acc_n
+            den += acc_l
+        got = round_to(num / den, arith.out) if den else np.full(shape.head_dim, np.nan)
+        exp = expected[h]
+        err = np.abs(got - exp) / ulp_of(exp, arith.out)
+        worst = max(worst, float(np.nanmax(err, initial=0.0)) if np.isfinite(got).all() else np.inf)
+    return worst

@@ -1,0 +1,44 @@
+"""Gate 1's realistic rows: q and k RMS from the declared ranges, mean-shifted v, peaked keys."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcontract.families.attention.rows import RowData, scaled_normal
+from kcontract.families.attention.spec import Shape, Values
+from kcontract.families.attention.window import Window
+from kcontract.numerics import rn_bits
+
+ROW_KINDS = ("plain", "mean-shifted", "peaked", "peaked+mean-shifted")
+
+
+def realistic_row(rng: np.random.Generator, shape: Shape, values: Values, window: Window, pos: int,
+                  kind: str, scale: float) -> RowData:
+    """Draw one row of the given kind; every value is bf16-exact."""
+    hq, hk, d = shape.q_heads, shape.kv_heads, shape.head_dim
+    first = window.first(pos)
+    n = pos - first + 1
+    q = scaled_normal(rng, (hq, d), rng.uniform(*values.q_rms, size=hq))
+    k = scaled_normal(rng, (n, hk, d), rng.uniform(*values.k_rms, size=(n, hk)))
+    v = rng.standard_normal((n, hk, d)) * values.v_rms
+    if "mean-shifted" in kind:
+        signs = rng.choice([-1.0, 1.0], size=(hk, d))
+        v += signs * rng.uniform(0.5, 1.5, size=(hk, d)) * values.v_mean
+    if "peaked" in kind and values.peaked_keys and values.peak_nats:
+        add_peaks(rng, q, k, shape, min(values.peaked_keys, n), values.peak_nats, scale)
+    return RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=rn_bits(k, "bf16"), v=rn_bits(v, "bf16"),
+                   filler_seed=int(rng.integers(2**31)), tag=kind)
+
+
+def add_peaks(rng: np.random.Generator, q: np.ndarray, k: np.ndarray, shape: Shape, count: int,
+              nats: float, scale: float, where: np.ndarray | None = None) -> np.ndarray:
+    """Raise `count` keys (or those at `where`) so their group-mean score rises by about `nats`."""
+    keys = where if where is not None else rng.choice(len(k), size=count, replace=False)
+    for kh in range(shape.kv_heads):
+        group = q[kh * shape.group:(kh + 1) * shape.group]
+        direction = group.mean(axis=0)
+        direction /= np.linalg.norm(direction)
+        gain = float(np.mean(group @ direction)) * scale
+        if gain > 0:
+            k[keys, kh] += direction * (nats / gain)
+    return keys

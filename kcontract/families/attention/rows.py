@@ -1,0 +1,45 @@
+"""A row's content: its query and the keys and values at each absolute position it may touch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kcontract.numerics import from_bits, rn_bits
+
+
+@dataclass
+class RowData:
+    """One row: q bits, visible k/v bits in key order, and a filler for keys outside the window."""
+
+    pos: int
+    first: int
+    q: np.ndarray  # uint16 [Hq, D] bf16 bits
+    k: np.ndarray  # uint16 [n, Hk, D] for positions first..pos
+    v: np.ndarray  # uint16 [n, Hk, D]
+    filler_seed: int = 0  # stream for finite keys stored outside the window
+    filler_value: float | None = None  # if set, out-of-window keys hold this value instead of noise
+    tag: str = ""  # how the row was drawn (plain, mean-shifted, peaked)
+    extra: dict = field(default_factory=dict)
+
+    def floats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """q, k, v as float64."""
+        return from_bits(self.q, "bf16"), from_bits(self.k, "bf16"), from_bits(self.v, "bf16")
+
+    def outside(self, positions: np.ndarray, hk: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Finite k/v bits for stored positions before the window (never visible to a correct kernel)."""
+        if self.filler_value is not None:
+            bits = rn_bits(np.full((len(positions), hk, d), self.filler_value), "bf16")
+            return bits, bits.copy()
+        rng = np.random.default_rng([self.filler_seed, len(positions)])
+        k = rn_bits(rng.standard_normal((len(positions), hk, d)) * 0.1, "bf16")
+        v = rn_bits(rng.standard_normal((len(positions), hk, d)), "bf16")
+        return k, v
+
+
+def scaled_normal(rng: np.random.Generator, shape: tuple[int, ...], rms: np.ndarray) -> np.ndarray:
+    """Normal draws rescaled so each vector along the last axis has exactly the given RMS."""
+    x = rng.standard_normal(shape)
+    norm = np.sqrt(np.mean(x * x, axis=-1, keepdims=True))
+    return x / norm * rms[..., None]

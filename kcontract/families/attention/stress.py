@@ -1,0 +1,38 @@
+"""Gate 3's merge-stress rows: chunk maxima tens of nats apart, rows ending on chunk edges."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcontract.families.attention.realistic import add_peaks, realistic_row
+from kcontract.families.attention.spec import Shape, Stress, Values
+from kcontract.families.attention.window import Window
+from kcontract.numerics import rn_bits
+
+
+def stress_positions(stress: Stress, chunk: int) -> list[int]:
+    """Row ends: the last key of the last chunk, a chunk's first key, mid-chunk, the first chunk's edges."""
+    n = stress.chunks
+    return [n * chunk - 1, (n // 2) * chunk, (n // 3) * chunk + chunk // 2, chunk - 1, chunk, 2]
+
+
+def stress_row(rng: np.random.Generator, shape: Shape, values: Values, window: Window, pos: int, chunk: int,
+               gap_nats: float, scale: float):
+    """A realistic row whose chunks each get one peaked key at a chunk-specific height in [0, gap_nats]."""
+    row = realistic_row(rng, shape, values, window, pos, "mean-shifted", scale)
+    q, k, v = row.floats()
+    cid = (np.arange(row.first, pos + 1) // chunk) - row.first // chunk
+    for c in np.unique(cid):
+        idx = np.flatnonzero(cid == c)
+        where = idx[[0, -1, len(idx) // 2][c % 3]]  # the peak sits on the chunk's first, last or middle key
+        height = gap_nats if c % 7 == 0 else rng.uniform(0.0, gap_nats)
+        add_peaks(rng, q, k, shape, 1, height, scale, where=np.array([where]))
+    row.k = rn_bits(k, "bf16")
+    row.tag = "merge-stress"
+    return row
+
+
+def stress_window(stress: Stress, chunk: int) -> Window:
+    """A linear cache long enough for the longest stress row."""
+    return Window(win=0, ring=stress.chunks * chunk)
+

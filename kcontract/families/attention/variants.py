@@ -1,0 +1,71 @@
+"""Gate 2's variant runs: the same rows solo, inside batches at every slot, permuted, re-laid, rerun."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from kcontract.families.attention.rows import RowData
+from kcontract.families.attention.window import Window, max_partials
+from kcontract.problem import Problem, Variant
+
+BATCH_SIZES = (2, 7, 16, 64)
+LONGER_CACHE = 16  # the cache is declared this many times longer, same content
+LONGER_CACHE_BYTES = 4 << 30  # cap on the re-laid cache pool; the factor shrinks to fit
+
+
+@dataclass
+class VariantPlan:
+    """What the family hands the planner: the base rows, fillers, and how to build a call."""
+
+    rows: list[RowData]
+    fillers: list[RowData]  # other rows at other positions
+    window: Window
+    chunk: int
+    build: Callable[..., Problem]  # build(label, rows, window=..., slots=..., n_part=...)
+
+
+def slot_index(where: str, size: int) -> int:
+    """Batch index for 'first', 'middle' or 'last'."""
+    return {"first": 0, "middle": size // 2, "last": size - 1}[where]
+
+
+def plan_variants(plan: VariantPlan, base_problem: Problem) -> list[Variant]:
+    """Every variant run of the base call."""
+    rows, fillers, window = plan.rows, plan.fillers, plan.window
+    out: list[Variant] = []
+    for b, row in enumerate(rows):
+        out.append(Variant(f"solo_row{b}", plan.build(f"solo_row{b}", [row]), {b: 0}))
+    target = 0
+    for size in BATCH_SIZES:
+        for where in ("first", "middle", "last"):
+            at = slot_index(where, size)
+            mates = [fillers[i % len(fillers)] for i in range(size - 1)]
+            batch = mates[:at] + [rows[target]] + mates[at:]
+            label = f"batch{size}_{where}_row{target}"
+            out.append(Variant(label, plan.build(label, batch), {target: at}))
+            target = (target + 1) % len(rows)
+    order = list(reversed(range(len(rows))))
+    slots = list(np.roll(np.arange(len(rows)), 1))
+    out.append(Variant("permuted", plan.build("permuted", [rows[i] for i in order], slots=slots),
+                       {b: order.index(b) for b in range(len(rows))}))
+    factor = longer_factor(base_problem)
+    longer = Window(win=window.win, ring=window.ring * factor)
+    label = f"cache_x{factor}"
+    out.append(Variant(label, plan.build(label, rows, window=longer), {b: b for b in range(len(rows))}))
+    n_part = 2 * max_partials(window, plan.chunk) + 3
+    out.append(Variant("n_part_larger", plan.build("n_part_larger", rows, n_part=n_part),
+                       {b: b for b in range(len(rows))}))
+    out.append(Variant("rerun", plan.build("rerun", rows), {b: b for b in range(len(rows))}))
+    other = plan.build("concurrent_other", fillers[: max(1, min(7, len(fillers)))])
+    out.append(Variant("concurrent", plan.build("concurrent", rows), {b: b for b in range(len(rows))},
+                       concurrent_with=other))
+    return out
+
+
+def longer_factor(problem: Problem) -> int:
+    """The largest factor up to LONGER_CACHE whose re-laid cache pool fits the byte cap."""
+    pool = problem.inputs["k_cache"].nbytes + problem.inputs["v_cache"].nbytes
+    return max(2, min(LONGER_CACHE, LONGER_CACHE_BYTES // max(pool, 1)))

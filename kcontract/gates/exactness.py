@@ -1,0 +1,15 @@
+"""Gate 1: every output inside its rigorous float64 range; bit-equal where the range is decided."""
+
+from __future__ import annotations
+
+from kcontract.gates.base import GateResult
+from kcontract.gates.context import GateContext
+from kcontract.gates.ranges import range_gate
+
+NUMBER = 1
+TITLE = "exactness vs float64"
+
+
+def run(ctx: GateContext) -> GateResult:
+    """Realistic inputs for every case."""
+    return range_gate(NUMBER, ctx, (c for case in ctx.cases() for c in ctx.family.exactness(case)))

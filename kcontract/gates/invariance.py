@@ -1,0 +1,83 @@
+"""Gate 2: a row's bits do not depend on the batch, its slot, the cache length, concurrency or the run."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcontract.gates.base import GateResult, Offender
+from kcontract.gates.context import GateContext
+from kcontract.gates.ranges import as_bits
+from kcontract.problem import InvarianceSet
+
+NUMBER = 2
+TITLE = "order independence"
+USUAL_CAUSES = ("atomics or an order-dependent merge", "a split or tile size chosen from the batch or cache length",
+                "uninitialised shared memory or a read past a row's keys", "a race between warps or blocks")
+
+
+def run(ctx: GateContext) -> GateResult:
+    """Compare every variant's mapped rows with the base run, bit for bit."""
+    result = GateResult(gate=NUMBER, passed=True)
+    variants_run = 0
+    for case in ctx.cases():
+        for inv in ctx.family.invariance(case):
+            variants_run += _check_set(ctx, inv, result)
+    result.facts["variants"] = variants_run
+    result.passed = result.failures == 0 and result.checked > 0
+    if result.checked == 0:
+        result.message = "checked zero outputs: the gate proved nothing"
+    elif result.failures:
+        result.message = (f"{result.failures} of {result.checked} outputs changed bits across runs; "
+                          f"usual causes: {'; '.join(USUAL_CAUSES)}")
+    result.replay = ctx.replay(NUMBER, result.worst.case if result.worst else None)
+    return result
+
+
+def _check_set(ctx: GateContext, inv: InvarianceSet, result: GateResult) -> int:
+    """Run the base and each variant; tally mismatching outputs into result."""
+    base = ctx.launcher.run(inv.base)
+    for name in inv.outputs:
+        fmt = inv.base.outputs[name].fmt
+        nan = _nan_mask(base[name], fmt)
+        if nan.any():
+            result.failures += int(nan.sum())
+            idx = np.unravel_index(int(np.argmax(nan)), nan.shape)
+            result.worst = result.worst or Offender(inv.case, _coords(inv.axes, idx), "NaN or unwritten", "a finite value",
+                                                    f"in the base run {inv.base.label}")
+    for variant in inv.variants:
+        if variant.concurrent_with is not None:
+            got = ctx.launcher.run_concurrent([variant.problem, variant.concurrent_with])[0]
+        else:
+            got = ctx.launcher.run(variant.problem)
+        for name in inv.outputs:
+            fmt = inv.base.outputs[name].fmt
+            want = as_bits(base[name], fmt)
+            have = as_bits(got[name], fmt)
+            for b, vb in variant.row_map.items():
+                diff = want[b] != have[vb]
+                result.checked += diff.size
+                result.bit_equal += int((~diff).sum())
+                if diff.any():
+                    result.failures += int(diff.sum())
+                    if result.worst is None:
+                        idx = (b,) + np.unravel_index(int(np.argmax(diff)), diff.shape)
+                        result.worst = Offender(
+                            inv.case, _coords(inv.axes, idx), f"0x{int(have[vb][idx[1:]]):04x} in {variant.label}",
+                            f"0x{int(want[idx]):04x} in {inv.base.label}",
+                            f"{int(diff.sum())} of {diff.size} outputs of this row differ (row at index {vb})")
+    return len(inv.variants)
+
+
+def _nan_mask(raw: np.ndarray, fmt: str) -> np.ndarray:
+    """NaN elements of an output buffer."""
+    if fmt == "bf16":
+        return (raw & 0x7F80 == 0x7F80) & (raw & 0x007F != 0)
+    if fmt == "fp16":
+        return (raw & 0x7C00 == 0x7C00) & (raw & 0x03FF != 0)
+    return np.isnan(raw)
+
+
+def _coords(axes: tuple[str, ...], idx: tuple) -> dict[str, int]:
+    """Named coordinates of an output index (axis i when unnamed)."""
+    names = list(axes) + [f"axis{i}" for i in range(len(axes), len(idx))]
+    return {name: int(i) for name, i in zip(names, idx)}

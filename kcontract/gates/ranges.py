@@ -1,0 +1,106 @@
+"""Checking outputs against per-element ranges (gates 1, 3, 4): counts and the worst offender."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcontract.gates.base import GateResult, Offender
+from kcontract.gates.context import GateContext
+from kcontract.numerics import from_bits, ordered, to_bits
+from kcontract.problem import Checked, Expected
+
+
+def as_values(raw: np.ndarray, fmt: str) -> np.ndarray:
+    """Output buffer contents as float64 (bf16/fp16 arrive as uint16 bits)."""
+    return from_bits(raw, fmt) if fmt in ("bf16", "fp16") else np.asarray(raw, dtype=np.float64)
+
+
+def as_bits(raw: np.ndarray, fmt: str) -> np.ndarray:
+    """Output buffer contents as unsigned bit patterns."""
+    return raw if fmt in ("bf16", "fp16") else np.asarray(raw, dtype=np.float32).view(np.uint32)
+
+
+def show(value: float, bits: int, fmt: str) -> str:
+    """A value with its bit pattern."""
+    width = 4 if fmt in ("bf16", "fp16") else 8
+    return f"{value:.8g} (0x{int(bits):0{width}x})"
+
+
+class RangeTally:
+    """Accumulates range checks over many problems into one GateResult."""
+
+    def __init__(self, gate: int):
+        self.result = GateResult(gate=gate, passed=True)
+        self._worst_score = -1.0
+        self.facts: dict[str, list] = {}
+
+    def add(self, checked: Checked, outputs: dict[str, np.ndarray]) -> None:
+        """Check every expected output of one run."""
+        for exp in checked.expected:
+            self._check(checked.case, exp, outputs[exp.output])
+        for key, value in checked.notes.items():
+            self.facts.setdefault(key, []).append(value)
+
+    def _check(self, case: str, exp: Expected, raw: np.ndarray) -> None:
+        got = as_values(raw, exp.fmt)
+        got_bits = as_bits(raw, exp.fmt)
+        mask = np.ones(got.shape, bool) if exp.mask is None else exp.mask
+        decided = (exp.lo == exp.hi) & mask
+        lo_bits, hi_bits = to_bits(exp.lo, exp.fmt), to_bits(exp.hi, exp.fmt)
+        inside = (got >= exp.lo) & (got <= exp.hi) & ~np.isnan(got)
+        exact = decided & (got_bits == lo_bits)
+        ok = np.where(decided, exact, inside) & mask
+        r = self.result
+        r.checked += int(mask.sum())
+        r.decided += int(decided.sum())
+        r.bit_equal += int(exact.sum())
+        r.within += int((inside & ~decided & mask).sum())
+        bad = mask & ~ok
+        r.failures += int(bad.sum())
+        if bad.any():
+            self._offender(case, exp, got, got_bits, lo_bits, hi_bits, bad)
+
+    def _offender(self, case, exp, got, got_bits, lo_bits, hi_bits, bad) -> None:
+        """Keep the element furthest outside its range (NaN counts as furthest)."""
+        g = ordered(got_bits, exp.fmt).astype(np.float64)
+        dist = np.maximum(ordered(lo_bits, exp.fmt) - g, g - ordered(hi_bits, exp.fmt))
+        dist = np.where(np.isnan(got), np.inf, np.maximum(dist, 0.5))  # a decided -0/+0 swap counts half an ulp
+        dist = np.where(bad, dist, -1.0)
+        idx = np.unravel_index(int(np.argmax(dist)), dist.shape)
+        score = float(dist[idx])
+        if score <= self._worst_score:
+            return
+        self._worst_score = score
+        coords = {axis: int(i) for axis, i in zip(exp.axes, idx)}
+        lo, hi = float(exp.lo[idx]), float(exp.hi[idx])
+        if lo == hi:
+            expected = f"{show(lo, lo_bits[idx], exp.fmt)} (decided)"
+        else:
+            expected = f"[{show(lo, lo_bits[idx], exp.fmt)}, {show(hi, hi_bits[idx], exp.fmt)}]"
+        detail = "NaN or unwritten" if np.isnan(got[idx]) else f"{score:g} ulps outside"
+        detail += f"; float64 reference {float(exp.center[idx]):.10g}"
+        self.result.worst = Offender(case, coords, show(float(got[idx]), got_bits[idx], exp.fmt), expected, detail)
+
+    def finish(self, ctx: GateContext) -> GateResult:
+        """Verdict: no failures and at least one output checked."""
+        r = self.result
+        r.passed = r.failures == 0 and r.checked > 0
+        if r.checked == 0:
+            r.message = "checked zero outputs: the gate proved nothing"
+        elif r.failures:
+            r.message = f"{r.failures} of {r.checked} outputs outside their range or not bit-equal where decided"
+        r.facts["decided_pct"] = round(100.0 * r.decided / r.checked, 2) if r.checked else 0.0
+        for key, values in self.facts.items():
+            numeric = [v for v in values if isinstance(v, (int, float))]
+            if numeric and len(numeric) == len(values):
+                r.facts[key] = max(numeric)
+        r.replay = ctx.replay(r.gate, r.worst.case if r.worst else None)
+        return r
+
+
+def range_gate(gate: int, ctx: GateContext, problems) -> GateResult:
+    """Run each Checked problem through the launcher and tally its ranges."""
+    tally = RangeTally(gate)
+    for checked in problems:
+        tally.add(checked, ctx.launcher.run(checked.problem))
+    return tally.finish(ctx)

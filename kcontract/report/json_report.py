@@ -1,0 +1,40 @@
+"""The run as JSON: every outcome, gate result and the summary."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from kcontract.report.summary import Summary
+from kcontract.runner.outcome import Outcome
+
+
+def _plain(value):
+    """Dataclasses and numpy scalars as JSON-friendly values."""
+    if dataclasses.is_dataclass(value):
+        return {k: _plain(v) for k, v in dataclasses.asdict(value).items()}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def run_document(entries: list[Outcome], controls: list[Outcome], summary: Summary) -> dict:
+    """Everything a report or receipt needs."""
+    return {
+        "summary": summary.line(),
+        "exit_code": int(summary.exit_code),
+        "counts": _plain(summary),
+        "entries": [_plain(o) for o in entries],
+        "controls": [_plain(o) for o in controls],
+    }
+
+
+def write_json(path: str, document: dict) -> None:
+    """Write the document, creating parent folders."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")

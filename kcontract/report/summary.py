@@ -1,0 +1,62 @@
+"""The verdict over all outcomes: counts, the SUMMARY line and the exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kcontract.contract.model import KnownFinding
+from kcontract.exitcodes import ExitCode
+from kcontract.runner.outcome import Outcome
+
+
+@dataclass
+class Summary:
+    """Counts behind the SUMMARY line."""
+
+    kernels: int = 0
+    passed: int = 0
+    failed: int = 0
+    known: int = 0
+    controls: int = 0
+    red: int = 0
+    missed: int = 0
+    limit_problems: int = 0
+    limits_ok: bool = True  # records current and problems within the baseline
+    failing_entries: list[str] = field(default_factory=list)
+    missed_controls: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """The one line every run ends with."""
+        return (f"SUMMARY {self.kernels} kernels: {self.passed} pass gates 1-4, {self.failed} fail, "
+                f"{self.known} known findings; {self.controls} controls: {self.red} red as planted, "
+                f"{self.missed} missed; {self.limit_problems} limit problems")
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """0 only when nothing failed, no control was missed and the launch records hold."""
+        ok = self.failed == 0 and self.missed == 0 and self.limits_ok
+        return ExitCode.OK if ok else ExitCode.FAILED
+
+
+def summarise(entries: list[Outcome], controls: list[Outcome], known: list[KnownFinding],
+              control_gates: dict[str, int]) -> Summary:
+    """Entries pass when every red gate is a known finding; controls count when red at their gate."""
+    accepted = {(k.entry, k.gate) for k in known}
+    s = Summary(kernels=len(entries), controls=len(controls))
+    for outcome in entries:
+        red = outcome.failed_gates()
+        unexplained = [g for g in red if (outcome.task.name, g) not in accepted or outcome.status != "ran"]
+        s.known += len(red) - len(unexplained)
+        if unexplained:
+            s.failed += 1
+            s.failing_entries.append(outcome.task.name)
+        else:
+            s.passed += 1
+    for outcome in controls:
+        planted = control_gates[outcome.task.name]
+        if outcome.status == "ran" and planted in outcome.failed_gates():
+            s.red += 1
+        else:
+            s.missed += 1
+            s.missed_controls.append(outcome.task.name)
+    return s

@@ -1,0 +1,38 @@
+"""What running one entry or control produced, as plain picklable data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kcontract.gates.base import GateResult
+
+
+@dataclass
+class Task:
+    """One entry, or one control standing in for its entry, to run in a worker."""
+
+    kind: str  # "entry" or "control"
+    name: str  # entry or control name
+    entry: str  # the entry whose family and cases are used
+    contract_path: str
+    gates: list[int]
+    seed: int
+    case: str | None = None
+    timeout: float = 300.0
+
+
+@dataclass
+class Outcome:
+    """A task's result: per-gate results, or how it died."""
+
+    task: Task
+    status: str = "ran"  # "ran", "crashed", "timed out", "error"
+    detail: str = ""  # how it crashed or what raised
+    gates: dict[int, GateResult] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def failed_gates(self) -> list[int]:
+        """Gates that went red (every gate when the task did not run to the end)."""
+        if self.status != "ran":
+            return list(self.task.gates)
+        return [g for g, r in sorted(self.gates.items()) if not r.passed]

@@ -1,0 +1,98 @@
+"""The generic gate engine on hand-made problems: ranges, decided bits, NaN, zero outputs, invariance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kcontract.gates import invariance
+from kcontract.gates.context import GateContext
+from kcontract.gates.ranges import RangeTally
+from kcontract.numerics import rn_bits, round_to
+from kcontract.problem import Checked, Expected, InvarianceSet, OutputSpec, Problem, Variant
+
+
+class FakeFamily:
+    """Just enough family for GateContext."""
+
+    def case_names(self):
+        return ["c"]
+
+
+def ctx(launcher=None) -> GateContext:
+    return GateContext(entry="e", family=FakeFamily(), launcher=launcher, seed=1, contract_path="x.yaml")
+
+
+def checked(lo, hi) -> Checked:
+    lo, hi = round_to(np.asarray(lo, float), "bf16"), round_to(np.asarray(hi, float), "bf16")
+    problem = Problem("p", {}, {"out": OutputSpec(lo.shape, "bf16")}, {})
+    return Checked("c", problem, [Expected("out", "bf16", lo, hi, (lo + hi) / 2, ("row", "dim"))])
+
+
+def tally(lo, hi, got_values) -> RangeTally:
+    t = RangeTally(1)
+    t.add(checked(lo, hi), {"out": rn_bits(np.asarray(got_values, float), "bf16")})
+    t.finish(ctx())
+    return t
+
+
+def test_decided_outputs_must_be_bit_equal_and_undecided_inside():
+    t = tally([[1.0, 0.5]], [[1.0, 0.75]], [[1.0, 0.625]])
+    r = t.result
+    assert r.passed and r.checked == 2 and r.decided == 1 and r.bit_equal == 1 and r.within == 1
+
+
+def test_one_ulp_off_a_decided_output_fails_with_coordinates_and_replay():
+    r = tally([[1.0, 2.0]], [[1.0, 2.0]], [[1.0, 2.0078125]]).result
+    assert not r.passed and r.failures == 1
+    assert r.worst.coords == {"row": 0, "dim": 1} and "1 ulps outside" in r.worst.detail
+    assert r.replay == "kcontract run --contract x.yaml --only e --gate 1 --seed 1 --case c"
+
+
+def test_signed_zero_is_not_bit_equal_where_decided():
+    assert not tally([[0.0]], [[0.0]], [[-0.0]]).result.passed
+
+
+def test_nan_never_passes_even_in_an_unbounded_range():
+    r = tally([[-np.inf]], [[np.inf]], [[np.nan]]).result
+    assert not r.passed and "NaN" in r.worst.detail
+
+
+def test_zero_outputs_checked_fails():
+    t = RangeTally(3)
+    r = t.finish(ctx())
+    assert not r.passed and "zero outputs" in r.message
+
+
+class FlipLauncher:
+    """Returns base bits, except that batches larger than one get one bit flipped."""
+
+    def run(self, problem):
+        out = np.full(problem.outputs["out"].shape, 0x3F80, dtype=np.uint16)
+        if out.shape[0] > 1:
+            out[-1, 3] ^= 1
+        return {"out": out}
+
+    def run_concurrent(self, problems):
+        return [self.run(p) for p in problems]
+
+
+def inv_set(batch_sizes) -> InvarianceSet:
+    def prob(label, b):
+        return Problem(label, {}, {"out": OutputSpec((b, 8), "bf16")}, {})
+
+    variants = [Variant(f"b{b}", prob(f"b{b}", b), {0: b - 1}) for b in batch_sizes]
+    return InvarianceSet("c", prob("base", 1), ("out",), variants, axes=("row", "dim"))
+
+
+@pytest.mark.parametrize("sizes, passes", [((1,), True), ((1, 2), False)])
+def test_invariance_gate_flags_any_changed_bit(sizes, passes):
+    family = FakeFamily()
+    family.invariance = lambda case: [inv_set(sizes)]
+    c = GateContext(entry="e", family=family, launcher=FlipLauncher(), seed=1, contract_path="x.yaml")
+    r = invariance.run(c)
+    assert r.passed is passes
+    assert r.checked == 8 * len(sizes)
+    if not passes:
+        assert r.worst.coords == {"row": 0, "dim": 3} and "b2" in r.worst.got
+        assert "atomics" in r.message

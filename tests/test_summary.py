@@ -1,0 +1,40 @@
+"""SUMMARY counting: entries, known findings, controls red as planted or missed, exit codes."""
+
+from __future__ import annotations
+
+from kcontract.contract.model import KnownFinding
+from kcontract.gates.base import GateResult
+from kcontract.report.summary import summarise
+from kcontract.runner.outcome import Outcome, Task
+
+
+def outcome(name, red=(), status="ran", kind="entry", gates=(1, 2, 3, 4)):
+    task = Task(kind, name, name, "c.yaml", list(gates), 1)
+    o = Outcome(task, status=status)
+    if status == "ran":
+        o.gates = {g: GateResult(g, passed=g not in red, checked=1) for g in gates}
+    return o
+
+
+def test_summary_line_format_and_exit_codes():
+    s = summarise([outcome("a"), outcome("b", red=(2,))], [outcome("c1", red=(3,), kind="control")], [],
+                  {"c1": 3})
+    assert s.line() == ("SUMMARY 2 kernels: 1 pass gates 1-4, 1 fail, 0 known findings; 1 controls: "
+                        "1 red as planted, 0 missed; 0 limit problems")
+    assert s.exit_code == 1
+
+
+def test_known_finding_counts_and_does_not_fail():
+    s = summarise([outcome("a", red=(2,))], [], [KnownFinding(entry="a", gate=2, reason="r")], {})
+    assert (s.passed, s.failed, s.known, int(s.exit_code)) == (1, 0, 1, 0)
+
+
+def test_control_red_elsewhere_or_crashed_is_missed():
+    controls = [outcome("c1", red=(1,), kind="control"), outcome("c2", status="crashed", kind="control")]
+    s = summarise([outcome("a")], controls, [], {"c1": 3, "c2": 4})
+    assert (s.red, s.missed, s.missed_controls, int(s.exit_code)) == (0, 2, ["c1", "c2"], 1)
+
+
+def test_crashed_entry_fails_even_with_a_known_finding():
+    s = summarise([outcome("a", status="timed out")], [], [KnownFinding(entry="a", gate=1, reason="r")], {})
+    assert s.failed == 1
