@@ -1,0 +1,413 @@
+"""Read a contract file into a LoadedContract; every mistake is a ContractError at its file:line."""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from kcontract.contract.loaded import LoadedContract, LoadedEntry
+from kcontract.contract.model import Contract, Entry, KernelRef
+from kcontract.contract.yaml_lines import join, line_of, load_yaml
+from kcontract.errors import ContractError
+from kcontract.families.base import Family, family_class, family_names
+
+Parts = list  # a field path as keys and indices: ["entries", 2, "cases", 0, "rows"]
+
+_WORDS = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "set_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "finite_number": "a finite number",
+    "none_required": "null",
+}
+_CONSTRAINTS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
+                "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
+_PATTERNS = {
+    r"^[A-Za-z0-9_.-]+$": "a name of letters, digits, '_', '.' and '-'",
+    r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$": "a Python kernel as module:function (e.g. 'mypkg.kernels:decode')",
+}
+_TYPE_TAGS = {"str", "int", "float", "bool", "none", "bytes", "list", "dict", "tuple"}
+
+
+def load_contract(path: str) -> LoadedContract:
+    """Parse, validate and resolve a contract file."""
+    doc = load_yaml(path, _read(path))
+    data, lines = doc.data, doc.lines
+    if data is None:
+        raise ContractError(path, None, "", "a contract; the file is empty (expected version, seed and entries)")
+    if not isinstance(data, dict):
+        raise ContractError(path, lines[""], "", "a mapping at the top level (version, seed, entries, ...)",
+                            f"a {_kind(data)}")
+    problems = _Problems(path, lines)
+    model = problems.validate(Contract, data, [])
+    specs = _family_specs(problems, data)
+    problems.raise_first()
+    loaded = _resolve(problems, model, specs, lines)
+    problems.raise_first()
+    return loaded
+
+
+def _read(path: str) -> str:
+    """The file's text, or a ContractError saying why not."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        raise ContractError(path, None, "", "no such file; pass --contract FILE") from None
+    except IsADirectoryError:
+        raise ContractError(path, None, "", "a file", "a directory") from None
+    except OSError as error:
+        raise ContractError(path, None, "", f"a readable file ({error.strerror})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ContractError(path, raw[:error.start].count(b"\n") + 1, "", "UTF-8 text",
+                            f"byte {raw[error.start]:#04x}") from None
+
+
+def _family_specs(problems: _Problems, data: dict) -> dict[int, tuple[type[Family], BaseModel]]:
+    """Each entry's family class and validated Spec, by entry index (entries with errors left out)."""
+    specs: dict[int, tuple[type[Family], BaseModel]] = {}
+    entries = data.get("entries")
+    for i, raw in enumerate(entries if isinstance(entries, list) else []):
+        if not isinstance(raw, dict) or not isinstance(raw.get("family"), str):
+            continue  # the generic schema reports it
+        cls = family_class(raw["family"])
+        if not (isinstance(cls, type) and issubclass(cls, Family)):
+            problems.add(["entries", i, "family"],
+                         f"a known family (one of: {', '.join(family_names())}) or package.module:Class",
+                         _show(raw["family"]))
+            continue
+        fields = {key: value for key, value in raw.items() if key not in Entry.model_fields}
+        spec = problems.validate(cls.Spec, fields, ["entries", i], list(Entry.model_fields))
+        if spec is not None:
+            specs[i] = (cls, spec)
+    return specs
+
+
+def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str, int]) -> LoadedContract:
+    """Family instances, gate lists and the cross-checks between entries, controls and findings."""
+    entries: list[LoadedEntry] = []
+    first_line: dict[str, int | None] = {}
+    gates_of: dict[str, list[int]] = {}
+    for i, entry in enumerate(model.entries):
+        base = ["entries", i]
+        cls, spec = specs[i]
+        _check_kernel(problems, entry.kernel, base + ["kernel"])
+        if entry.name in first_line:
+            problems.add(base + ["name"], f"each entry name once (first at line {first_line[entry.name]})",
+                         _show(entry.name))
+            continue
+        first_line[entry.name] = line_of(lines, base)
+        gates = gates_of[entry.name] = _gates(problems, entry, cls, base)
+        try:
+            family = cls(entry.name, spec, model.seed)
+        except ValueError as error:
+            problems.add(base, str(error))
+            continue
+        entries.append(LoadedEntry(entry.name, entry.family, family, entry.kernel, gates, entry.timeout,
+                                   line_of(lines, base)))
+    _check_controls(problems, model, gates_of, lines)
+    _check_findings(problems, model, gates_of)
+    return LoadedContract(problems.file, model, entries, list(model.controls), list(model.known_findings),
+                          dict(lines))
+
+
+def _check_kernel(problems: _Problems, kernel: KernelRef, parts: Parts) -> None:
+    """A kernel reference names exactly one of python or cuda."""
+    both = kernel.python is not None and kernel.cuda is not None
+    if both or (kernel.python is None and kernel.cuda is None):
+        problems.add(parts, "exactly one of `python` or `cuda`", "both" if both else "neither")
+
+
+def _gates(problems: _Problems, entry: Entry, cls: type[Family], base: Parts) -> list[int]:
+    """The entry's gates: its own list checked against what the family feeds, or the family's default."""
+    if entry.gates is None:
+        return sorted(cls.gates)
+    if not entry.gates:
+        problems.add(base + ["gates"], "at least one gate (leave `gates` out to run every gate the family feeds)",
+                     "[]")
+    for j, gate in enumerate(entry.gates):
+        if gate not in cls.gates:
+            problems.add(base + ["gates", j], f"a gate family {cls.name} feeds ({_few(cls.gates)})", _show(gate))
+        elif gate in entry.gates[:j]:
+            problems.add(base + ["gates", j], "each gate once", _show(gate))
+    return sorted({gate for gate in entry.gates if gate in cls.gates})
+
+
+def _check_controls(problems: _Problems, model: Contract, gates_of: dict[str, list[int]],
+                    lines: dict[str, int]) -> None:
+    """Controls: unique names, an existing entry, a gate that entry runs."""
+    first_line: dict[str, int | None] = {}
+    for k, control in enumerate(model.controls):
+        base = ["controls", k]
+        _check_kernel(problems, control.kernel, base + ["kernel"])
+        if control.name in first_line:
+            problems.add(base + ["name"], f"each control name once (first at line {first_line[control.name]})",
+                         _show(control.name))
+        else:
+            first_line[control.name] = line_of(lines, base)
+        if control.entry not in gates_of:
+            problems.add(base + ["entry"], f"an entry name (one of: {_few(gates_of)})", _show(control.entry))
+        elif control.gate not in gates_of[control.entry]:
+            problems.add(base + ["gate"], f"a gate entry {control.entry} runs ({_few(gates_of[control.entry])})",
+                         _show(control.gate))
+
+
+def _check_findings(problems: _Problems, model: Contract, gates_of: dict[str, list[int]]) -> None:
+    """Known findings: an existing entry, a gate it runs, each entry x gate once."""
+    seen: set[tuple[str, int]] = set()
+    for k, finding in enumerate(model.known_findings):
+        base = ["known_findings", k]
+        if finding.entry not in gates_of:
+            problems.add(base + ["entry"], f"an entry name (one of: {_few(gates_of)})", _show(finding.entry))
+        elif finding.gate not in gates_of[finding.entry]:
+            problems.add(base + ["gate"], f"a gate entry {finding.entry} runs ({_few(gates_of[finding.entry])})",
+                         _show(finding.gate))
+        elif (finding.entry, finding.gate) in seen:
+            problems.add(base, "each entry x gate once", f"{finding.entry!r} gate {finding.gate} twice")
+        seen.add((finding.entry, finding.gate))
+
+
+class _Problems:
+    """Collects located errors; raises the first by line with a count of the rest."""
+
+    def __init__(self, file: str, lines: dict[str, int]):
+        self.file, self.lines = file, lines
+        self.found: list[ContractError] = []
+
+    def add(self, parts: Parts, expected: str, given: str | None = None) -> None:
+        """Record one mistake at a field path."""
+        path = ""
+        for part in parts:
+            path = join(path, part)
+        self.found.append(ContractError(self.file, line_of(self.lines, parts), path, expected, given))
+
+    def raise_first(self) -> None:
+        """Raise the earliest recorded mistake, if any."""
+        if not self.found:
+            return
+        ordered = sorted(self.found, key=lambda e: (e.line is None, e.line or 0))
+        first = ordered[0]
+        if len(ordered) > 1:
+            more = len(ordered) - 1
+            first.message = f"{first.message} (and {more} more error{'s' if more > 1 else ''})"
+            first.args = (first.message,)
+        raise first
+
+    def validate(self, schema: type[BaseModel], data: dict, prefix: Parts,
+                 outer_keys: list[str] | None = None) -> BaseModel | None:
+        """Validate YAML data as strict JSON input (lists fill tuples, ints fill floats, no text for numbers)."""
+        slips = list(_bool_slips(schema, data, []))
+        for parts, values in slips:
+            self.add(prefix + parts, _one_of(values), "True" if _get(data, parts) else "False")
+        try:
+            model = schema.model_validate_json(json.dumps(data), strict=True)
+        except ValidationError as error:
+            described = [_describe(e, schema, data, outer_keys) for e in error.errors()]
+            for parts, expected, given in _merge_unions(described):
+                self.add(prefix + parts, expected, given)
+            return None
+        return None if slips else model
+
+
+def _describe(error: dict, schema: type[BaseModel], data: Any, outer_keys: list[str] | None):
+    """(parts, expected, given, tagged) for one pydantic error."""
+    kind, ctx, value, loc = error["type"], error.get("ctx") or {}, error.get("input"), error["loc"]
+    if kind == "missing":  # the last loc item is the absent key, never a union tag
+        parts, tagged = _parts(loc[:-1], data)
+        return parts + [loc[-1]], "required field missing", None, tagged
+    parts, tagged = _parts(loc, data)
+    given = _show(value)
+    if kind == "extra_forbidden":
+        keys = list(dict.fromkeys(((outer_keys or []) if len(parts) == 1 else []) + _keys_at(schema, parts[:-1])))
+        return parts, f"unknown key; expected one of: {', '.join(keys)}", _show(parts[-1]), tagged
+    if kind in _WORDS:
+        return parts, _WORDS[kind], given, tagged
+    if kind == "literal_error":
+        values = [v for a in _members_at(schema, parts) if get_origin(a) is Literal for v in get_args(a)]
+        return parts, _one_of(values) if values else f"one of {ctx.get('expected')}", given, tagged
+    if kind in _CONSTRAINTS:
+        key, op = _CONSTRAINTS[kind]
+        noun = "an integer" if int in _members_at(schema, parts) else "a number"
+        return parts, f"{noun} {op} {_num(ctx.get(key))}", given, tagged
+    if kind in ("too_short", "too_long"):
+        bound = "at least" if kind == "too_short" else "at most"
+        n = ctx.get("min_length" if kind == "too_short" else "max_length")
+        count = _items(len(value)) if hasattr(value, "__len__") else given
+        return parts, f"{bound} {_items(n)}", count, tagged
+    if kind == "string_too_short":
+        n = ctx.get("min_length")
+        return parts, "a non-empty string" if n == 1 else f"a string of at least {n} characters", given, tagged
+    if kind == "string_pattern_mismatch":
+        return parts, _PATTERNS.get(ctx.get("pattern"), f"text matching {ctx.get('pattern')}"), given, tagged
+    if kind in ("value_error", "assertion_error"):
+        text = re.sub(r"^(Value|Assertion) error, ", "", error["msg"])
+        expected, sep, stated = text.rpartition(", given: ")
+        if not sep:
+            return parts, text, given, tagged
+        return parts + _item_with(_get(data, parts), stated), expected, stated, tagged
+    return parts, re.sub(r"^Input should be ", "", error["msg"]), given, tagged
+
+
+def _merge_unions(described: list) -> list[tuple[Parts, str, str | None]]:
+    """One mistake per path for union members that each failed: `an integer or a string`."""
+    merged: list[list] = []
+    for parts, expected, given, tagged in described:
+        if tagged and merged and merged[-1][3] and merged[-1][0] == parts:
+            if expected not in merged[-1][1]:
+                merged[-1][1] = f"{merged[-1][1]} or {expected}"
+            continue
+        merged.append([parts, expected, given, tagged])
+    return [(parts, expected, given) for parts, expected, given, _ in merged]
+
+
+def _parts(loc: tuple, data: Any) -> tuple[Parts, bool]:
+    """A pydantic loc as a field path into `data`, dropping union member tags; True if any were dropped."""
+    parts: Parts = []
+    tagged = False
+    current = data
+    for part in loc:
+        if isinstance(part, int):
+            parts.append(part)
+            current = current[part] if isinstance(current, list) and 0 <= part < len(current) else None
+        elif isinstance(current, dict) and part in current:
+            parts.append(part)
+            current = current[part]
+        elif part in _TYPE_TAGS or not re.fullmatch(r"[a-z_][a-z0-9_]*", part) or (
+                isinstance(current, dict) and part in current.values()):
+            tagged = True  # a union member's name, or a discriminated union's tag value
+        else:
+            parts.append(part)
+            current = None
+    return parts, tagged
+
+
+def _get(data: Any, parts: Parts) -> Any:
+    """The value at a field path, or None."""
+    for part in parts:
+        if isinstance(part, int) and isinstance(data, list) and 0 <= part < len(data):
+            data = data[part]
+        elif isinstance(part, str) and isinstance(data, dict) and part in data:
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _item_with(value: Any, shown: str, parts: Parts | None = None) -> Parts:
+    """The path (below `value`) of the first list item whose repr is `shown`, or []."""
+    parts = parts or []
+    if isinstance(value, dict):
+        children = value.items()
+    elif isinstance(value, list):
+        children = enumerate(value)
+    else:
+        return []
+    for key, child in children:
+        if isinstance(key, int) and not isinstance(child, (dict, list)) and repr(child) == shown:
+            return parts + [key]
+        found = _item_with(child, shown, parts + [key])
+        if found:
+            return found
+    return []
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The alternatives of an annotation, Annotated and None stripped."""
+    if get_origin(annotation) is Annotated:
+        return _members(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [m for arg in get_args(annotation) if arg is not type(None) for m in _members(arg)]
+    return [annotation]
+
+
+def _members_at(schema: type[BaseModel], parts: Parts) -> list[Any]:
+    """Every annotation alternative the schema has at a field path."""
+    current = [schema]
+    for part in parts:
+        following = []
+        for annotation in (m for a in current for m in _members(a)):
+            origin, args = get_origin(annotation), get_args(annotation)
+            if isinstance(part, int) and origin in (list, set, frozenset) and args:
+                following.append(args[0])
+            elif isinstance(part, int) and origin is tuple and args:
+                following.append(args[0] if args[-1] is Ellipsis or part >= len(args) else args[part])
+            elif isinstance(part, str) and origin is dict and len(args) == 2:
+                following.append(args[1])
+            elif isinstance(part, str) and isinstance(annotation, type) and issubclass(annotation, BaseModel) \
+                    and part in annotation.model_fields:
+                following.append(annotation.model_fields[part].annotation)
+        current = following
+    return [m for a in current for m in _members(a)]
+
+
+def _keys_at(schema: type[BaseModel], parts: Parts) -> list[str]:
+    """The keys a mapping at this path may have."""
+    keys: list[str] = []
+    for annotation in _members_at(schema, parts):
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys += [k for k in annotation.model_fields if k not in keys]
+    return keys
+
+
+def _bool_slips(schema: type[BaseModel], data: Any, parts: Parts):
+    """(path, literal values) for each true/false where only integer literals fit (pydantic takes True as 1)."""
+    if isinstance(data, bool):
+        members = _members_at(schema, parts)
+        if members and all(get_origin(m) is Literal for m in members):
+            values = [v for m in members for v in get_args(m)]
+            if not any(isinstance(v, bool) for v in values):
+                yield parts, values
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield from _bool_slips(schema, value, parts + [key])
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _bool_slips(schema, value, parts + [index])
+
+
+def _one_of(values: list) -> str:
+    """`one of 1, 2, 3` (or the single allowed value)."""
+    return repr(values[0]) if len(values) == 1 else "one of " + ", ".join(repr(v) for v in values)
+
+
+def _items(n: int) -> str:
+    """`1 item`, `3 items`."""
+    return f"{n} item{'' if n == 1 else 's'}"
+
+
+def _few(names) -> str:
+    """Up to six names, comma-separated."""
+    names = [str(n) for n in names]
+    return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "") if names else "none declared"
+
+
+def _num(value: Any) -> str:
+    """A bound as written: 2^63 rather than its digits."""
+    if isinstance(value, int) and value >= 2**16 and value & (value - 1) == 0:
+        return f"2^{value.bit_length() - 1}"
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _show(value: Any) -> str:
+    """A value's repr, at most 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _kind(value: Any) -> str:
+    """A YAML value's kind in words."""
+    return {list: "list", str: "string", int: "number", float: "number", bool: "true/false"}.get(type(value),
+                                                                                            type(value).__name__)

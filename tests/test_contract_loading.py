@@ -1,0 +1,350 @@
+"""Contract loading: a valid file loads; each mistake is one `file:line: path: expected, given` error."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+from pydantic import Field
+
+import kcontract.families.base as base
+from kcontract.cli import cli
+from kcontract.contract.loader import load_contract
+from kcontract.contract.model import Strict
+from kcontract.errors import ContractError
+from kcontract.families.attention.spec import DecodeSpec
+from kcontract.families.base import Family, register
+
+_REAL_DISCOVER = base._discover
+
+
+class FakeCase(Strict):
+    """A named list of rows."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    rows: list[int] = Field(min_length=1)
+
+
+class FakeSpec(Strict):
+    """A small family spec: cases, a tuple of floats and a float."""
+
+    cases: list[FakeCase] = Field(min_length=1)
+    weights: tuple[float, float] = (1.0, 1.0)
+    scale: float = 1.0
+
+
+class _Trivial(Family):
+    """Family methods that produce nothing."""
+
+    def case_names(self) -> list[str]:
+        return [case.name for case in self.spec.cases]
+
+    def exactness(self, case: str) -> list:
+        return []
+
+    def invariance(self, case: str) -> list:
+        return []
+
+
+class FakeFamily(_Trivial):
+    """A family feeding gates 1 and 2."""
+
+    name = "test.fake"
+    Spec = FakeSpec
+    gates = (1, 2)
+
+
+class FakeDecode(_Trivial):
+    """The attention decode Spec without the attention family's code."""
+
+    name = "test.decode"
+    Spec = DecodeSpec
+    gates = (1, 2, 3, 4)
+
+
+@pytest.fixture(autouse=True)
+def fakes(monkeypatch):
+    """Register the fake families in a throwaway registry and skip importing the real ones."""
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    monkeypatch.setattr(base, "_discover", lambda: None)
+    register(FakeFamily)
+    register(FakeDecode)
+
+
+VALID = textwrap.dedent("""\
+    version: 1
+    seed: 7
+    entries:
+      - name: first
+        family: test.fake
+        kernel:
+          python: "pkg.kernels:decode"
+        cases:
+          - name: short
+            rows: [1, 2]
+        weights: [1, 2.5]
+        scale: 2
+      - name: second
+        family: test.fake
+        kernel: {cuda: {source: k.cu, symbols: {main: "k<1>"}}}
+        gates: [1]
+        cases:
+          - name: long
+            rows: [3]
+    controls:
+      - name: broken-merge
+        entry: first
+        kernel: {python: "pkg.faults:merge"}
+        gate: 2
+        fault: merges chunks out of order
+    known_findings:
+      - entry: second
+        gate: 1
+        reason: rounding of the last chunk
+    """)
+
+DECODE = textwrap.dedent("""\
+    version: 1
+    seed: 3
+    entries:
+      - name: dec
+        family: test.decode
+        kernel: {python: "pkg.kernels:decode"}
+        shape: {head_dim: 128, q_heads: 32, kv_heads: 8}
+        values: {q_rms: [1, 1.1], peak_nats: 6}
+        cases:
+          - name: ring
+            cache: {kind: ring, window: 8, ring: 16}
+            rows: [0, 40]
+          - name: lin
+            cache: {kind: linear, length: 8}
+            rows: [0, 7]
+    """)
+
+
+def edit(text: str, old: str, new: str) -> str:
+    """`text` with its single `old` replaced by `new`."""
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def write(tmp_path, text: str) -> str:
+    """A contract file holding `text`."""
+    path = tmp_path / "contract.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def error(tmp_path, text: str) -> str:
+    """The message load_contract raises for `text`."""
+    path = write(tmp_path, text)
+    with pytest.raises(ContractError) as caught:
+        load_contract(path)
+    return caught.value.message.replace(path, "F")
+
+
+def cli_list(path: str):
+    """`kcontract list --contract path`, stderr kept apart."""
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:  # click 8.2+ keeps stderr apart already
+        runner = CliRunner()
+    return runner.invoke(cli, ["list", "--contract", path])
+
+
+def test_valid_contract_loads(tmp_path):
+    loaded = load_contract(write(tmp_path, VALID))
+    first, second = loaded.entries
+    assert (first.name, first.family_name, first.gates, first.line) == ("first", "test.fake", [1, 2], 4)
+    assert (second.gates, second.line, second.kernel_label) == ([1], 13, "k.cu")
+    assert first.family.spec.weights == (1.0, 2.5) and isinstance(first.family.spec.scale, float)
+    assert first.family.case_names() == ["short"] and first.family.seed == 7
+    assert first.kernel_label == "pkg.kernels:decode" and first.timeout == 300.0
+    assert [c.name for c in loaded.controls] == ["broken-merge"]
+    assert loaded.known_findings[0].entry == "second"
+    assert loaded.lines["entries[1].cases[0].rows"] == 19 and loaded.lines["controls[0].gate"] == 24
+
+
+def test_decode_spec_accepts_lists_for_tuples_and_ints_for_floats(tmp_path):
+    spec = load_contract(write(tmp_path, DECODE)).entries[0].family.spec
+    assert spec.values.q_rms == (1.0, 1.1) and spec.values.peak_nats == 6.0
+    assert spec.shape.group == 4 and [c.name for c in spec.cases] == ["ring", "lin"]
+
+
+def test_exponent_floats_are_numbers(tmp_path):
+    loaded = load_contract(write(tmp_path, edit(VALID, "scale: 2", "scale: 1e-3")))
+    assert loaded.entries[0].family.spec.scale == 0.001
+
+
+MISTAKES = [
+    # (what, old, new, expected message start, words in the message)
+    ("unknown top-level key", "seed: 7\n", "seed: 7\ncolour: red\n",
+     "F:3: colour: unknown key; expected one of: version, seed, targets, entries, controls, known_findings",
+     ["given: 'colour'"]),
+    ("unknown key inside a family case", "        rows: [1, 2]\n", "        rows: [1, 2]\n        row: 3\n",
+     "F:11: entries[0].cases[0].row: unknown key; expected one of: name, rows, given: 'row'", []),
+    ("unknown entry key", "    scale: 2\n", "    scale: 2\n    colr: 3\n",
+     "F:13: entries[0].colr: unknown key; expected one of: name, family, kernel, gates, timeout, description,"
+     " cases, weights, scale", []),
+    ("wrong type", "seed: 7", "seed: seven", "F:2: seed: an integer, given: 'seven'", []),
+    ("wrong type in entry", "    scale: 2\n", "    scale: 2\n    timeout: soon\n",
+     "F:13: entries[0].timeout: a number, given: 'soon'", []),
+    ("missing field", "    fault: merges chunks out of order\n", "",
+     "F:21: controls[0].fault: required field missing", []),
+    ("missing version", "version: 1\n", "", "F:1: version: required field missing", []),
+    ("wrong version", "version: 1", "version: 2", "F:1: version: 1, given: 2", []),
+    ("negative seed", "seed: 7", "seed: -1", "F:2: seed: an integer >= 0, given: -1", []),
+    ("duplicate entry name", "controls:\n",
+     "  - name: second\n    family: test.fake\n    kernel: {python: 'a:b'}\n    cases: [{name: c, rows: [1]}]\n"
+     "controls:\n",
+     "F:20: entries[2].name: each entry name once (first at line 13), given: 'second'", []),
+    ("duplicate control name", "known_findings:\n",
+     "  - name: broken-merge\n    entry: second\n    kernel: {python: 'a:b'}\n    gate: 1\n    fault: x\n"
+     "known_findings:\n",
+     "F:26: controls[1].name: each control name once (first at line 21), given: 'broken-merge'", []),
+    ("control naming a missing entry", "    entry: first", "    entry: frist",
+     "F:22: controls[0].entry: an entry name (one of: first, second), given: 'frist'", []),
+    ("gate 6", "    gate: 2", "    gate: 6", "F:24: controls[0].gate: one of 1, 2, 3, 4, 5, given: 6", []),
+    ("gate 'one'", "    gates: [1]", "    gates: [one]",
+     "F:16: entries[1].gates[0]: one of 1, 2, 3, 4, 5, given: 'one'", []),
+    ("gate true", "    gate: 2", "    gate: true", "F:24: controls[0].gate: one of 1, 2, 3, 4, 5, given: True", []),
+    ("gate the family cannot feed", "    gates: [1]", "    gates: [1, 3]",
+     "F:16: entries[1].gates[1]: a gate family test.fake feeds (1, 2), given: 3", []),
+    ("control gate its entry does not run", "    entry: first", "    entry: second",
+     "F:24: controls[0].gate: a gate entry second runs (1), given: 2", []),
+    ("known finding naming a missing entry", "  - entry: second", "  - entry: third",
+     "F:27: known_findings[0].entry: an entry name (one of: first, second), given: 'third'", []),
+    ("duplicate YAML key", "    gates: [1]\n", "    gates: [1]\n    gates: [2]\n",
+     "F:17: entries[1]: each key once, given: 'gates' twice", []),
+    ("YAML syntax error", "    scale: 2", "    scale: 2: 3", "F:12: not valid YAML: mapping values are not allowed here",
+     []),
+    ("unknown family", "    family: test.fake\n    kernel: {cuda", "    family: test.nope\n    kernel: {cuda",
+     "F:14: entries[1].family: a known family (one of: ", ["test.fake", "given: 'test.nope'"]),
+    ("bad python kernel path", '"pkg.kernels:decode"', '"pkg.kernels.decode"',
+     "F:7: entries[0].kernel.python: a Python kernel as module:function", ["given: 'pkg.kernels.decode'"]),
+    ("kernel with both python and cuda", '      python: "pkg.kernels:decode"\n',
+     '      python: "pkg.kernels:decode"\n      cuda: {source: k.cu, symbols: {}}\n',
+     "F:6: entries[0].kernel: exactly one of `python` or `cuda`, given: both", []),
+    ("kernel with neither", '    kernel: {python: "pkg.faults:merge"}', "    kernel: {}",
+     "F:23: controls[0].kernel: exactly one of `python` or `cuda`, given: neither", []),
+    ("malformed target", "seed: 7\n", "seed: 7\ntargets: [sm_90, sm90]\n",
+     "F:3: targets[1]: a target SM like 'sm_90', given: 'sm90'", []),
+    ("str where int expected in the family spec", "rows: [1, 2]", 'rows: [1, "2"]',
+     "F:10: entries[0].cases[0].rows[1]: an integer, given: '2'", []),
+    ("str where float expected in the family spec", "weights: [1, 2.5]", 'weights: [1, "2.5"]',
+     "F:11: entries[0].weights[1]: a number, given: '2.5'", []),
+    ("empty case list in the family spec", "        rows: [3]", "        rows: []",
+     "F:19: entries[1].cases[0].rows: at least 1 item, given: 0 items", []),
+]
+
+
+@pytest.mark.parametrize("what, old, new, start, words", MISTAKES, ids=[m[0] for m in MISTAKES])
+def test_each_mistake_is_located(tmp_path, what, old, new, start, words):
+    message = error(tmp_path, edit(VALID, old, new))
+    assert message.startswith(start), message
+    for word in words:
+        assert word in message, message
+    assert "more error" not in message
+
+
+DECODE_MISTAKES = [
+    ("row past a linear cache", "rows: [0, 7]", "rows: [0, 9, 7]",
+     "F:15: entries[0].cases[1].rows[1]: row positions below the cache length 8, given: 9"),
+    ("q_heads not a multiple of kv_heads", "q_heads: 32, kv_heads: 8", "q_heads: 12, kv_heads: 5",
+     "F:7: entries[0].shape: q_heads a multiple of kv_heads, given: 12 and 5"),
+    ("str for a float deep in values", "peak_nats: 6", 'peak_nats: "6"',
+     "F:8: entries[0].values.peak_nats: a number, given: '6'"),
+    ("str in a tuple", "q_rms: [1, 1.1]", 'q_rms: [1, "1.1"]', "F:8: entries[0].values.q_rms[1]: a number, given: '1.1'"),
+    ("ring cache missing its window", "{kind: ring, window: 8, ring: 16}", "{kind: ring, ring: 16}",
+     "F:11: entries[0].cases[0].cache: a ring cache takes `window` and `ring`, given: {'kind': 'ring', 'ring': 16}"),
+    ("unknown literal", "    values:", "    arithmetic: {exp: expm1}\n    values:",
+     "F:8: entries[0].arithmetic.exp: one of 'expf', 'exp2f', 'ex2.approx', '__expf', given: 'expm1'"),
+]
+
+
+@pytest.mark.parametrize("what, old, new, start", DECODE_MISTAKES, ids=[m[0] for m in DECODE_MISTAKES])
+def test_family_spec_mistakes_are_located(tmp_path, what, old, new, start):
+    message = error(tmp_path, edit(DECODE, old, new))
+    assert message.startswith(start), message
+
+
+def test_several_mistakes_report_the_first_by_line_and_count_the_rest(tmp_path):
+    text = edit(edit(edit(VALID, "    gate: 2", "    gate: 9"), "rows: [1, 2]", "rows: [x]"), "seed: 7", "seed: -1")
+    assert error(tmp_path, text) == "F:2: seed: an integer >= 0, given: -1 (and 2 more errors)"
+
+
+def test_union_members_are_merged(tmp_path, monkeypatch):
+    class UnionSpec(Strict):
+        cases: list[FakeCase]
+        mode: int | str = 0
+
+    monkeypatch.setattr(FakeFamily, "Spec", UnionSpec)
+    message = error(tmp_path, edit(VALID, "    scale: 2\n", "    mode: [1]\n").replace("    weights: [1, 2.5]\n", ""))
+    assert message.startswith("F:11: entries[0].mode: an integer or a string, given: [1]"), message
+
+
+def test_long_values_are_truncated(tmp_path):
+    message = error(tmp_path, edit(VALID, "seed: 7", "seed: " + "x" * 100))
+    assert message == f"F:2: seed: an integer, given: '{'x' * 56}..."
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ContractError) as caught:
+        load_contract(str(tmp_path / "nope.yaml"))
+    assert caught.value.message == f"{tmp_path / 'nope.yaml'}: no such file; pass --contract FILE"
+
+
+def test_top_level_list(tmp_path):
+    assert error(tmp_path, "- version: 1\n") == "F:1: a mapping at the top level (version, seed, entries, ...), given: a list"
+
+
+def test_empty_file(tmp_path):
+    assert error(tmp_path, "# nothing yet\n").startswith("F: a contract; the file is empty")
+
+
+def test_exotic_yaml_tags_are_refused(tmp_path):
+    message = error(tmp_path, edit(VALID, "seed: 7", "seed: !!binary aGk="))
+    assert message == "F:2: seed: a plain value (text, number, true/false, list or mapping), given: a !!binary value"
+
+
+def test_cli_lists_a_valid_contract(tmp_path):
+    result = cli_list(write(tmp_path, VALID))
+    assert result.exit_code == 0, result.output
+    assert "first" in result.stdout and "broken-merge" in result.stdout and "short" in result.stdout
+
+
+@pytest.mark.parametrize("what, old, new, start", [
+    ("control naming a missing entry", "    entry: first", "    entry: frist", ":22: controls[0].entry: an entry name"),
+    ("duplicate YAML key", "    gates: [1]\n", "    gates: [1]\n    gates: [2]\n", ":17: entries[1]: each key once"),
+    ("YAML syntax error", "    scale: 2", "    scale: 2: 3", ":12: not valid YAML"),
+    ("str in the family spec", "rows: [1, 2]", 'rows: [1, "2"]', ":10: entries[0].cases[0].rows[1]: an integer"),
+])
+def test_cli_reports_mistakes_without_traceback(tmp_path, what, old, new, start):
+    path = write(tmp_path, edit(VALID, old, new))
+    result = cli_list(path)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"ERROR: {path}{start}"), result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_cli_missing_file(tmp_path):
+    result = cli_list(str(tmp_path / "absent.yaml"))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("ERROR: ") and "no such file; pass --contract FILE" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+class TestAttentionFamily:
+    """The real attention.decode family, once it imports."""
+
+    @pytest.fixture
+    def fakes(self):
+        """No fakes and real discovery here."""
+
+    def test_attention_decode_entry_loads(self, tmp_path):
+        pytest.importorskip("kcontract.families.attention.family")
+        loaded = load_contract(write(tmp_path, DECODE.replace("test.decode", "attention.decode")))
+        entry = loaded.entries[0]
+        assert entry.family_name == "attention.decode" and entry.family.case_names() == ["ring", "lin"]
+        assert entry.gates == sorted(type(entry.family).gates)
