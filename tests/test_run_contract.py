@@ -21,7 +21,7 @@ def kcontract(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
 
 def test_shipped_contract_passes_and_every_control_is_red_at_its_gate(tmp_path):
     report = tmp_path / "run.json"
-    proc = kcontract("run", "--contract", "contract.yaml", "--json", str(report))
+    proc = kcontract("run", "--contract", "contract.yaml", "--jobs", "2", "--json", str(report))
     contract = yaml.safe_load((ROOT / "contract.yaml").read_text())
     n, c = len(contract["entries"]), len(contract["controls"])
     summary = (f"SUMMARY {n} kernels: {n} pass gates 1-4, 0 fail, 0 known findings; {c} controls: "

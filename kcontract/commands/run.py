@@ -15,7 +15,7 @@ from kcontract.report.json_report import run_document, write_json
 from kcontract.report.summary import summarise
 from kcontract.report.tables import control_table, entry_table, print_failures
 from kcontract.runner.outcome import Task
-from kcontract.runner.pool import Pool, in_process
+from kcontract.runner.pool import in_process, run_in_workers
 
 RANGE_GATES = (1, 2, 3, 4)
 
@@ -28,9 +28,11 @@ RANGE_GATES = (1, 2, 3, 4)
 @click.option("--case", "case", help="Run only this case of the entry.")
 @click.option("--seed", "seed", type=click.IntRange(0, 2**63 - 1), help="Override the contract's seed.")
 @click.option("--no-controls", is_flag=True, help="Skip the planted-fault controls.")
+@click.option("--jobs", "jobs", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Worker processes running entries side by side.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full results as JSON.")
 @user_errors
-def run_command(contract_path, only, control_names, gate, case, seed, no_controls, json_path) -> None:
+def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path) -> None:
     """Run the contract: gates 1-4 per entry, each control at its gate, and print the SUMMARY line."""
     loaded = load_contract(contract_path)
     seed = loaded.seed if seed is None else seed
@@ -60,7 +62,7 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     tasks += [Task("control", c.name, c.entry, contract_path, gates_for(loaded.entry(c.entry).gates), seed, case,
                    c.timeout or loaded.entry(c.entry).timeout) for c in controls]
     tasks = [t for t in tasks if t.gates]
-    outcomes = run_tasks(tasks)
+    outcomes = run_tasks(tasks, jobs)
     entry_outcomes = [o for o in outcomes if o.task.kind == "entry"]
     control_outcomes = [o for o in outcomes if o.task.kind == "control"]
     planted = {c.name: c.gate for c in loaded.controls}
@@ -79,24 +81,22 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     sys.exit(int(summary.exit_code))
 
 
-def run_tasks(tasks: list[Task]):
-    """Run tasks in a worker process with a progress bar; in-process when KCONTRACT_IN_PROCESS=1."""
-    outcomes = []
-    pool = None if in_process() else Pool()
+def run_tasks(tasks: list[Task], jobs: int = 1):
+    """Run tasks in worker processes with a progress bar; in-process when KCONTRACT_IN_PROCESS=1."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    try:
-        with Progress(*columns, console=err, transient=True) as progress:
-            bar = progress.add_task("kcontract run", total=len(tasks))
-            for task in tasks:
-                progress.update(bar, description=f"{task.kind} {task.name}")
-                if pool is None:
-                    from kcontract.runner.execute import execute
+    with Progress(*columns, console=err, transient=True) as progress:
+        bar = progress.add_task("kcontract run", total=len(tasks))
 
-                    outcomes.append(execute(task))
-                else:
-                    outcomes.append(pool.run(task))
-                progress.advance(bar)
-    finally:
-        if pool is not None:
-            pool.close()
-    return outcomes
+        def done(task: Task) -> None:
+            progress.update(bar, description=f"done {task.kind} {task.name}")
+            progress.advance(bar)
+
+        if in_process():
+            from kcontract.runner.execute import execute
+
+            outcomes = []
+            for task in tasks:
+                outcomes.append(execute(task))
+                done(task)
+            return outcomes
+        return run_in_workers(tasks, jobs, done)

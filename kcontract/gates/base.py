@@ -32,6 +32,7 @@ class GateResult:
     replay: str = ""  # the command that reproduces this gate's run
     message: str = ""  # one line: what went wrong, or a fact worth printing
     facts: dict[str, Any] = field(default_factory=dict)  # per-gate extras (decided %, miss factors)
+    seconds: float = 0.0  # wall time of the gate, inputs and references included
 
     @property
     def status(self) -> str:

@@ -25,11 +25,27 @@ def _quantize(x, f: Format, op: Callable[[np.ndarray], np.ndarray]) -> np.ndarra
     return np.where(finite, r, x)
 
 
+def _rint_bits(x: np.ndarray, f: Format) -> np.ndarray:
+    """RN-even of float64 x to f's precision by integer arithmetic on the float64 bits (normal range)."""
+    shift = np.uint64(53 - f.precision)
+    bits = x.view(np.uint64)
+    lsb = (bits >> shift) & np.uint64(1)
+    rounded = ((bits + (np.uint64(1) << (shift - np.uint64(1))) - np.uint64(1) + lsb) >> shift) << shift
+    return rounded.view(np.float64)
+
+
 def round_to(x, fmt: str | Format) -> np.ndarray:
     """Round float64 x to nearest-even in fmt, as float64; overflow to inf, NaN and signed zeros kept."""
     f = as_format(fmt)
-    r = _quantize(x, f, np.rint)
-    r = np.where(np.abs(r) > f.max_finite, np.copysign(np.inf, r), r)
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        small = np.abs(x) < f.min_normal  # f's subnormal range: grid spacing fixed at the bottom exponent
+    r = _rint_bits(np.array(x, dtype=np.float64, order="C"), f)
+    if small.any():
+        r = np.where(small, _quantize(x, f, np.rint), r)
+    r = np.where(np.isfinite(x), r, x)
+    with np.errstate(invalid="ignore"):
+        r = np.where(np.abs(r) > f.max_finite, np.copysign(np.inf, r), r)
     return r[()]
 
 
@@ -55,6 +71,11 @@ def to_bits(x, fmt: str | Format) -> np.ndarray:
     if bad.any():
         first = x[bad].flat[0]
         raise ValueError(f"{first!r} is not representable in {f.name} ({int(bad.sum())} such values)")
+    return _bits_of(x, f)
+
+
+def _bits_of(x: np.ndarray, f: Format) -> np.ndarray:
+    """Bit patterns of values known to be in f."""
     with np.errstate(over="ignore", invalid="ignore"):
         if f.name == "fp16":
             b = x.astype(np.float16).view(np.uint16)
@@ -86,7 +107,8 @@ def from_bits(bits, fmt: str | Format) -> np.ndarray:
 
 def rn_bits(x, fmt: str | Format) -> np.ndarray:
     """Bit patterns of round_to(x, fmt)."""
-    return to_bits(round_to(x, fmt), fmt)
+    f = as_format(fmt)
+    return _bits_of(np.asarray(round_to(x, f), dtype=np.float64), f)
 
 
 def poison_bits(fmt: str | Format):

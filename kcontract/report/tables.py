@@ -31,7 +31,7 @@ def entry_table(outcomes: list[Outcome]) -> Table:
             verdict = "[green]pass[/green]" if r.passed else "[red]FAIL[/red]"
             facts = ", ".join(f"{k} {v}" for k, v in r.facts.items())
             table.add_row(o.task.name, f"{gate} {GATES[gate].TITLE}", verdict, str(r.checked), str(r.decided),
-                          str(r.bit_equal), str(r.within), str(r.failures), facts, f"{o.seconds:.1f}")
+                          str(r.bit_equal), str(r.within), str(r.failures), facts, f"{r.seconds:.1f}")
     return table
 
 

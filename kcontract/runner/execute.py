@@ -30,7 +30,9 @@ def execute(task: Task) -> Outcome:
                           contract_path=task.contract_path, case=task.case,
                           control=task.name if task.kind == "control" else None)
         for gate in task.gates:
+            began = time.perf_counter()
             outcome.gates[gate] = GATES[gate].run(ctx)
+            outcome.gates[gate].seconds = time.perf_counter() - began
     except Exception as exc:  # the kernel or family raised: report it by name, keep the run going
         outcome.status = "error"
         outcome.detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
+import threading
 import time
 from multiprocessing.connection import Connection
+from typing import Callable
 
 from kcontract.runner.outcome import Outcome, Task
 
@@ -102,3 +105,33 @@ class Pool:
 def in_process() -> bool:
     """KCONTRACT_IN_PROCESS=1 runs tasks without workers (debugging)."""
     return os.environ.get("KCONTRACT_IN_PROCESS") == "1"
+
+
+def run_in_workers(tasks: list[Task], jobs: int, done: Callable[[Task], None]) -> list[Outcome]:
+    """Run tasks on `jobs` workers side by side; outcomes come back in task order."""
+    todo: queue.Queue = queue.Queue()
+    for index, task in enumerate(tasks):
+        todo.put((index, task))
+    outcomes: list[Outcome | None] = [None] * len(tasks)
+    lock = threading.Lock()
+
+    def drive() -> None:
+        pool = Pool()
+        try:
+            while True:
+                try:
+                    index, task = todo.get_nowait()
+                except queue.Empty:
+                    return
+                outcomes[index] = pool.run(task)
+                with lock:
+                    done(task)
+        finally:
+            pool.close()
+
+    threads = [threading.Thread(target=drive, daemon=True) for _ in range(min(jobs, max(1, len(tasks))))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes

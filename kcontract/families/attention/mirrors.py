@@ -7,7 +7,7 @@ import numpy as np
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic, Shape
 from kcontract.families.attention.window import Window, chunk_of_key
-from kcontract.numerics import from_bits, rn_bits, round_to, ulp_of
+from kcontract.numerics import rn_bits, round_to, ulp_of
 
 HARD_Q = 16.0  # q = 16 e_0: with k[0] = -256 a score of -4096 * scale, whose exp underflows to exactly 0
 HARD_OFF = -256.0
@@ -97,26 +97,22 @@ def mirror_sums(row: RowData, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
 
 def bf16_accumulation_miss(row: RowData, shape: Shape, arith: Arithmetic, expected: np.ndarray) -> float:
     """Largest error, in output ulps, of the same mirror summed with bf16 running sums per chunk."""
-    _, k, v = row.floats()
-    q = from_bits(row.q, "bf16")
+    q, k, v = row.floats()
+    heads = np.arange(shape.q_heads) // shape.group
+    scores = np.einsum("jhd,hd->hj", k[:, heads], q)
+    on = (scores == scores.max(axis=1, keepdims=True)).astype(np.float64)  # [Hq, n]
+    v_heads = v[:, heads]  # [n, Hq, D]
     cid = chunk_of_key(np.arange(row.first, row.pos + 1), row.first, arith.chunk)
-    worst = 0.0
-    for h in range(shape.q_heads):
-        kh = h // shape.group
-        scores = k[:, kh] @ q[h]
-        on = scores == scores.max()
-        num = np.zeros(shape.head_dim)
-        den = 0.0
-        for c in np.unique(cid):
-            sel = np.flatnonzero((cid == c) & on)
-            acc_n, acc_l = np.zeros(shape.head_dim), 0.0
-            for j in sel:
-                acc_n = round_to(acc_n + v[j, kh], "bf16")
-                acc_l = float(round_to(np.array(acc_l + 1.0), "bf16"))
-            num += acc_n
-            den += acc_l
-        got = round_to(num / den, arith.out) if den else np.full(shape.head_dim, np.nan)
-        exp = expected[h]
-        err = np.abs(got - exp) / ulp_of(exp, arith.out)
-        worst = max(worst, float(np.nanmax(err, initial=0.0)) if np.isfinite(got).all() else np.inf)
-    return worst
+    num = np.zeros((shape.q_heads, shape.head_dim))
+    den = np.zeros((shape.q_heads, 1))
+    for c in np.unique(cid):
+        acc_n, acc_l = np.zeros_like(num), np.zeros_like(den)
+        for j in np.flatnonzero(cid == c):
+            acc_n = round_to(acc_n + on[:, j, None] * v_heads[j], "bf16")
+            acc_l = round_to(acc_l + on[:, j, None], "bf16")
+        num += acc_n
+        den += acc_l
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got = round_to(num / den, arith.out)
+        err = np.abs(got - expected) / ulp_of(expected, arith.out)
+    return float(np.max(np.where(np.isnan(err), np.inf, err)))
