@@ -7,6 +7,9 @@ import click
 from kcontract import __version__
 from kcontract.commands.list_entries import list_command
 from kcontract.commands.run import run_command
+from kcontract.commands.check import check_command
+from kcontract.commands.records_cmd import records_command
+from kcontract.commands.sass_diff import sass_diff_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,6 +20,9 @@ def cli() -> None:
 
 cli.add_command(list_command)
 cli.add_command(run_command)
+cli.add_command(check_command)
+cli.add_command(records_command)
+cli.add_command(sass_diff_command)
 
 
 def main() -> None:

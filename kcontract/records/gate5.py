@@ -1,0 +1,321 @@
+"""Gate 5: every CUDA entry compiled for every target SM, compared with records/, limit problems counted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kcontract.records.limits import check_launch, limits_for
+from kcontract.records.records import (
+    UPDATE_HINT,
+    dumps,
+    read_baseline,
+    read_json,
+    record_files,
+    record_path,
+    records_root,
+    write_baseline,
+    write_json,
+)
+from kcontract.records.shapes import launch_shapes
+from kcontract.toolchain.build import Build, Failure, build, read_inputs
+from kcontract.toolchain.cache import CompileCache, default_root, inputs_digest
+from kcontract.toolchain.pins import toolchain_id
+from kcontract.toolchain.units import Unit, contract_uses, group_units, resolve_source
+
+KERNEL_FIELDS = ("symbol", "mangled", "threads", "dynamic_smem")
+SM_FIELDS = ("registers", "static_smem", "stack", "spill_stores", "spill_loads", "barriers", "opt_in",
+             "blocks_per_sm", "problems")
+
+
+@dataclass
+class Row:
+    """One kernel symbol on one SM: its fresh facts and how they compare with the record."""
+
+    owner: str  # entry or control name
+    role: str
+    sm: str
+    status: str  # "ok", "stale", "missing"
+    detail: str = ""
+    facts: dict | None = None  # registers, static_smem, ..., problems
+    threads: int = 0
+    dynamic_smem: int = 0
+
+    @property
+    def problems(self) -> list[str]:
+        """Limit problems of this launch on this SM."""
+        return list((self.facts or {}).get("problems", []))
+
+
+@dataclass
+class ControlVerdict:
+    """A gate-5 control: red when its kernel, standing in for its entry's, is stale or breaks a limit."""
+
+    name: str
+    entry: str
+    stale: list[str]  # rows whose record no longer matches
+    limits: list[str]  # limit problems of the control's launches
+    note: str = ""
+
+    @property
+    def red(self) -> bool:
+        """Gate 5 went red for this control."""
+        return bool(self.stale or self.limits)
+
+
+@dataclass
+class Gate5Report:
+    """Gate 5 over a contract: rows per entry x symbol x SM, stale notes, limit problems, controls."""
+
+    toolchain: str
+    targets: list[str]
+    root: Path
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # stale record files or roles with no entry
+    errors: list[str] = field(default_factory=list)  # compile failures, missing launch shapes
+    problems: list[str] = field(default_factory=list)  # limit problems of entries, "entry/role: ..."
+    baseline: int = 0
+    baseline_problems: list[str] = field(default_factory=list)
+    controls: list[ControlVerdict] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)  # what --update rewrote
+    build: Build | None = None
+    compile_failures: list[Failure] = field(default_factory=list)  # of gate-5 kernels
+
+    def count(self, status: str) -> int:
+        """Entry rows with a status."""
+        return sum(1 for r in self.rows if r.status == status)
+
+    @property
+    def new_problems(self) -> list[str]:
+        """Limit problems not in the baseline."""
+        known = set(self.baseline_problems)
+        return [p for p in self.problems if p not in known]
+
+    @property
+    def current(self) -> bool:
+        """Every record matches and none is left over."""
+        return not self.notes and self.count("stale") == 0 and self.count("missing") == 0
+
+    @property
+    def passed(self) -> bool:
+        """Compiles, records current, limit problems within the baseline."""
+        return not self.errors and not self.compile_failures and self.current and len(self.problems) <= self.baseline
+
+    @property
+    def missed_controls(self) -> list[ControlVerdict]:
+        """Gate-5 controls that did not go red."""
+        return [c for c in self.controls if not c.red]
+
+
+def gate5_units(loaded) -> list[Unit]:
+    """Compile units of every CUDA entry running gate 5 and every gate-5 control."""
+    wanted = {("entry", e.name) for e in _entries(loaded)} | {("control", c.name) for c in _controls(loaded)}
+    return group_units([u for u in contract_uses(loaded) if (u.owner, u.name) in wanted])
+
+
+def _entries(loaded) -> list:
+    return [e for e in loaded.entries if e.kernel.cuda is not None and 5 in e.gates]
+
+
+def _controls(loaded) -> list:
+    return [c for c in loaded.controls if c.gate == 5 and c.kernel.cuda is not None]
+
+
+def check_records(loaded, update: bool = False, *, root: Path | None = None, cache: CompileCache | None = None,
+                  built: Build | None = None, jobs: int | None = None) -> Gate5Report:
+    """Gate 5 for a LoadedContract; with update, rewrite records and baseline first and list the changes."""
+    base = Path(loaded.path).resolve().parent
+    report = Gate5Report(toolchain_id(), loaded.targets, root or records_root(loaded.path))
+    entries, controls = _entries(loaded), _controls(loaded)
+    units = {u.ident: u for u in gate5_units(loaded)}
+    if built is None:
+        built = build(list(units.values()), report.targets, cache or CompileCache(default_root(loaded.path)), base,
+                      jobs)
+    report.build = built
+    report.compile_failures = [f for f in built.failures if f.unit.ident in units]
+    fresh: dict[str, dict] = {}
+    for entry in entries:
+        record, errors = _fresh_record(entry.name, entry.kernel.cuda, entry.family, report, units, built, base)
+        report.errors += errors
+        if record is not None:
+            fresh[entry.name] = record
+    if update:
+        if report.errors or report.compile_failures:
+            return report
+        _update(report, fresh)
+    committed = record_files(report.root, report.toolchain)
+    for name in sorted(set(committed) - {e.name for e in entries}):
+        report.notes.append(f"{_rel(committed[name])}: a record for `{name}`, which is no CUDA gate-5 entry "
+                            f"of the contract: {UPDATE_HINT}")
+    for name, record in fresh.items():
+        path = record_path(report.root, report.toolchain, name)
+        rows, notes = compare(name, read_json(path), record, report.targets, _rel(path))
+        report.rows += rows
+        report.notes += notes
+        report.problems += _problems(name, record)
+    baseline = read_baseline(report.root) or {}
+    report.baseline = int(baseline.get("limit_problems", 0))
+    report.baseline_problems = list(baseline.get("problems", []))
+    for control in controls:
+        report.controls.append(_control(control, loaded, report, units, built, base))
+    return report
+
+
+def _fresh_record(name: str, kernel, family, report: Gate5Report, units: dict, built: Build,
+                  base: Path) -> tuple[dict | None, list[str]]:
+    """The record an entry's (or a stand-in control's) kernel has now, and errors that block it."""
+    shapes, errors = launch_shapes(family, sorted(kernel.symbols), name)
+    try:
+        source, headers, _ = read_inputs(resolve_source(base, kernel.source), tuple(kernel.options), base)
+    except OSError as error:
+        return None, errors + [f"{name}: cannot read {kernel.source}: {error.strerror}"]
+    if errors:
+        return None, errors
+    unit = units[(kernel.source, tuple(kernel.options))]
+    record = {"entry": name, "source": kernel.source, "toolchain": report.toolchain,
+              "inputs_sha256": inputs_digest(source, headers, tuple(kernel.options)), "kernels": {}}
+    for role, expression in sorted(kernel.symbols.items()):
+        shape = shapes[role]
+        facts = {"symbol": expression, "mangled": None, "threads": shape.threads,
+                 "dynamic_smem": shape.dynamic_smem, "sms": {}}
+        for sm in report.targets:
+            module = built.module(unit, sm)
+            if module is None:
+                continue  # its compile failure is reported once, by unit
+            facts["mangled"] = module.lowered[expression]
+            resources = module.resources().get(facts["mangled"])
+            if resources is None:
+                errors.append(f"{name}/{role}: the ptxas report for {sm} has no entry function "
+                              f"{facts['mangled']} (is `{expression}` a __global__ kernel?)")
+                continue
+            check = check_launch(limits_for(sm), **resources.as_dict(), threads=shape.threads,
+                                 dynamic_smem=shape.dynamic_smem)
+            facts["sms"][sm] = {**resources.as_dict(), "opt_in": check.opt_in, "blocks_per_sm": check.blocks_per_sm,
+                                "problems": list(check.problems)}
+        record["kernels"][role] = facts
+    return (None if errors else record), errors
+
+
+def _problems(name: str, record: dict) -> list[str]:
+    """Limit problems of a record as `entry/role: problem`."""
+    return [f"{name}/{role}: {p}" for role, k in sorted(record["kernels"].items())
+            for sm in sorted(k["sms"], key=sm_number) for p in k["sms"][sm]["problems"]]
+
+
+def sm_number(sm: str) -> int:
+    """80 for sm_80, 90 for sm_90a: the order SMs print in."""
+    return int("".join(ch for ch in sm if ch.isdigit()) or 0)
+
+
+def _diff(old: dict, new: dict, fields: tuple[str, ...]) -> list[str]:
+    """`field old -> new` for each field that differs."""
+    return [f"{f} {old.get(f)!r} -> {new.get(f)!r}" if f == "problems" else f"{f} {old.get(f)} -> {new.get(f)}"
+            for f in fields if old.get(f) != new.get(f)]
+
+
+def compare(name: str, committed: dict | None, fresh: dict, targets: list[str],
+            where: str) -> tuple[list[Row], list[str]]:
+    """Rows for each role x SM of `fresh` against the committed record, and notes on left-over parts."""
+    rows, notes = [], []
+    for role, kernel in sorted(fresh["kernels"].items()):
+        for sm in targets:
+            if sm not in kernel["sms"]:
+                continue
+            facts = kernel["sms"][sm]
+            launch = {"threads": kernel["threads"], "dynamic_smem": kernel["dynamic_smem"]}
+            if committed is None:
+                rows.append(Row(name, role, sm, "missing", f"no record {where}: {UPDATE_HINT}", facts, **launch))
+                continue
+            old_kernel = committed.get("kernels", {}).get(role)
+            old = (old_kernel or {}).get("sms", {}).get(sm)
+            if old is None:
+                rows.append(Row(name, role, sm, "missing", f"{where} has no {role} on {sm}: {UPDATE_HINT}", facts,
+                                **launch))
+                continue
+            diffs = _diff(old_kernel, kernel, KERNEL_FIELDS) + _diff(old, facts, SM_FIELDS)
+            if committed.get("inputs_sha256") != fresh["inputs_sha256"]:
+                diffs.insert(0, f"{fresh['source']} (or its headers or options) changed since the record")
+            status = "stale" if diffs else "ok"
+            detail = f"{'; '.join(diffs)}: {UPDATE_HINT}" if diffs else ""
+            rows.append(Row(name, role, sm, status, detail, facts, **launch))
+    if committed is not None:
+        for role, old_kernel in sorted(committed.get("kernels", {}).items()):
+            if role not in fresh["kernels"]:
+                notes.append(f"{where}: symbol `{role}` is no longer in entry {name}: {UPDATE_HINT}")
+                continue
+            extra = sorted(set(old_kernel.get("sms", {})) - set(targets))
+            if extra:
+                notes.append(f"{where}: {role} recorded for {', '.join(extra)}, not a target: {UPDATE_HINT}")
+    return rows, notes
+
+
+def _control(control, loaded, report: Gate5Report, units: dict, built: Build, base: Path) -> ControlVerdict:
+    """Evaluate a gate-5 control against its entry's record and the SM limits."""
+    entry = loaded.entry(control.entry)
+    record, errors = _fresh_record(control.entry, control.kernel.cuda, entry.family, report, units, built, base)
+    if record is None:
+        return ControlVerdict(control.name, control.entry, [], [], "not evaluated: " + "; ".join(errors))
+    path = record_path(report.root, report.toolchain, control.entry)
+    committed = read_json(path)
+    rows, _ = compare(control.entry, committed, record, report.targets, _rel(path))
+    stale = [f"{r.role} {r.sm}: {r.detail}" for r in rows if r.status == "stale"]
+    limits = _problems(control.name, record)
+    note = "" if committed is not None else f"entry {control.entry} has no record to compare with ({_rel(path)})"
+    return ControlVerdict(control.name, control.entry, stale, limits, note)
+
+
+def _update(report: Gate5Report, fresh: dict[str, dict]) -> None:
+    """Rewrite every entry's record, drop left-over record files, rewrite the baseline; list the changes."""
+    committed = record_files(report.root, report.toolchain)
+    for name in sorted(set(committed) - set(fresh)):
+        committed[name].unlink()
+        report.changes.append(f"{name}: record removed ({_rel(committed[name])}; no such CUDA gate-5 entry)")
+    problems: list[str] = []
+    for name, record in sorted(fresh.items()):
+        path = record_path(report.root, report.toolchain, name)
+        old = read_json(path)
+        report.changes += _changes(name, old, record)
+        if old != record or path.read_text() != dumps(record) + "\n":
+            write_json(path, record)
+        problems += _problems(name, record)
+    old_baseline = read_baseline(report.root)
+    old_count = None if old_baseline is None else old_baseline.get("limit_problems")
+    if old_baseline is None or sorted(old_baseline.get("problems", [])) != sorted(problems):
+        write_baseline(report.root, report.toolchain, problems)
+        report.changes.append(f"baseline: {old_count if old_count is not None else 'none'} -> {len(problems)} "
+                              f"limit problems")
+
+
+def _changes(name: str, old: dict | None, new: dict) -> list[str]:
+    """What rewriting one record changes, one line per symbol x SM."""
+    if old is None:
+        sms = max((len(k["sms"]) for k in new["kernels"].values()), default=0)
+        return [f"{name}: new record ({len(new['kernels'])} symbols x {sms} SMs)"]
+    lines = []
+    if old.get("inputs_sha256") != new["inputs_sha256"]:
+        lines.append(f"{name}: inputs {str(old.get('inputs_sha256'))[:12]} -> {new['inputs_sha256'][:12]}")
+    old_kernels = old.get("kernels", {})
+    for role in sorted(set(old_kernels) - set(new["kernels"])):
+        lines.append(f"{name}/{role}: removed")
+    for role, kernel in sorted(new["kernels"].items()):
+        before = old_kernels.get(role)
+        if before is None:
+            lines.append(f"{name}/{role}: new ({len(kernel['sms'])} SMs)")
+            continue
+        if diffs := _diff(before, kernel, KERNEL_FIELDS):
+            lines.append(f"{name}/{role}: {', '.join(diffs)}")
+        for sm in sorted(set(before.get("sms", {})) | set(kernel["sms"]), key=sm_number):
+            a, b = before.get("sms", {}).get(sm), kernel["sms"].get(sm)
+            if a is None or b is None:
+                lines.append(f"{name}/{role} {sm}: {'new' if a is None else 'removed'}")
+            elif diffs := _diff(a, b, SM_FIELDS):
+                lines.append(f"{name}/{role} {sm}: {', '.join(diffs)}")
+    return lines
+
+
+def _rel(path: Path) -> str:
+    """A path relative to the working directory where possible."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,39 @@
+"""Launch shapes from a family: threads per block and dynamic shared memory per kernel symbol role."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    """How a symbol is launched: threads per block and dynamic shared memory in bytes."""
+
+    threads: int
+    dynamic_smem: int
+
+
+def launch_shapes(family, roles: list[str], owner: str) -> tuple[dict[str, LaunchShape], list[str]]:
+    """Each role's shape from `family.launch_shapes()` ({"symbol": ROLE, "threads": N, "dynamic_smem": B}), errors."""
+    shapes: dict[str, LaunchShape] = {}
+    errors: list[str] = []
+    name = getattr(family, "name", type(family).__name__)
+    for item in family.launch_shapes() or []:
+        role = item.get("symbol", item.get("role")) if isinstance(item, dict) else None
+        threads = item.get("threads") if isinstance(item, dict) else None
+        if isinstance(threads, (list, tuple)):
+            threads = math.prod(int(t) for t in threads)
+        dynamic = item.get("dynamic_smem", 0) if isinstance(item, dict) else None
+        if not isinstance(role, str) or not isinstance(threads, int) or not isinstance(dynamic, int):
+            errors.append(f"{owner}: family {name} gave a launch shape {item!r}; expected "
+                          "{'symbol': ROLE, 'threads': N or [x, y, z], 'dynamic_smem': BYTES}")
+            continue
+        if role in shapes:
+            errors.append(f"{owner}: family {name} gave two launch shapes for symbol `{role}`; give one")
+        shapes[role] = LaunchShape(threads, dynamic)
+    for role in roles:
+        if role not in shapes:
+            errors.append(f"{owner}: family {name} gives no launch shape for symbol `{role}`: its launch_shapes() "
+                          f"must return {{'symbol': '{role}', 'threads': N, 'dynamic_smem': BYTES}}")
+    return shapes, errors

@@ -1,0 +1,145 @@
+"""Compile units for SMs through the cache: misses compile in parallel worker processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kcontract.toolchain.cache import CompileCache, compile_key
+from kcontract.toolchain.headers import include_dirs_of, local_headers
+from kcontract.toolchain.nvrtc import CompileError, Compiled, compile_job
+from kcontract.toolchain.pins import require_pinned, toolchain_id
+from kcontract.toolchain.resources import FunctionResources, parse_ptxas_log
+from kcontract.toolchain.tools import cuda_include_dir
+from kcontract.toolchain.units import Unit
+
+JOBS_ENV = "KCONTRACT_JOBS"  # worker processes for cold compiles
+
+
+@dataclass
+class Module:
+    """One unit compiled for one SM: a cubin in the cache, mangled names and the ptxas report."""
+
+    unit: Unit
+    sm: str
+    key: str
+    cubin_path: Path
+    lowered: dict[str, str]
+    log: str
+    cached: bool
+
+    def resources(self) -> dict[str, FunctionResources]:
+        """Per-function resources by mangled name."""
+        return parse_ptxas_log(self.log)
+
+
+@dataclass
+class Failure:
+    """A unit that does not compile for an SM."""
+
+    unit: Unit
+    sm: str
+    log: str
+
+    def error(self) -> CompileError:
+        """The user-facing error with the NVRTC log."""
+        return CompileError(self.unit.label, self.sm, self.log, self.unit.users)
+
+
+@dataclass
+class Build:
+    """Every (unit, SM) compiled or failed, and how many came from the cache."""
+
+    modules: dict[tuple, Module] = field(default_factory=dict)  # (unit.ident, sm) -> Module
+    failures: list[Failure] = field(default_factory=list)
+    compiled: int = 0
+    cached: int = 0
+
+    def module(self, unit: Unit, sm: str) -> Module | None:
+        """The module of `unit` for `sm`, or None where it failed."""
+        return self.modules.get((unit.ident, sm))
+
+
+def default_jobs() -> int:
+    """$KCONTRACT_JOBS, else the CPU count (at most 8)."""
+    value = os.environ.get(JOBS_ENV, "")
+    return max(1, int(value)) if value.isdigit() else max(1, min(os.cpu_count() or 1, 8))
+
+
+def read_inputs(source_path: Path, options: tuple[str, ...], base: Path) -> tuple[bytes, dict[str, bytes], tuple]:
+    """Source bytes, local header bytes by path relative to the source, and include dirs for NVRTC."""
+    dirs = include_dirs_of(options, base)
+    source = source_path.read_bytes()
+    headers = {}
+    for header in local_headers(source_path, dirs):
+        try:
+            name = str(header.relative_to(source_path.parent.resolve()))
+        except ValueError:
+            name = header.name
+        headers[name] = header.read_bytes()
+    return source, headers, (str(source_path.parent.resolve()), *(str(d) for d in dirs))
+
+
+def _nvrtc_options(options: tuple[str, ...], base: Path) -> tuple[str, ...]:
+    """The unit's options with relative -I paths made absolute from the contract's directory."""
+    out = []
+    for option in options:
+        for prefix in ("--include-path=", "-I"):
+            if option.startswith(prefix) and option[len(prefix):] and not Path(option[len(prefix):]).is_absolute():
+                option = prefix + str((base / option[len(prefix):]).resolve())
+                break
+        out.append(option)
+    return tuple(out)
+
+
+def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jobs: int | None = None) -> Build:
+    """Compile every unit for every SM (cache first); `base` is the contract's directory."""
+    result = Build()
+    if not units:
+        return result
+    require_pinned()
+    tool = toolchain_id()
+    todo: list[tuple] = []
+    pending: dict[str, tuple[Unit, str, dict]] = {}
+    for unit in units:
+        try:
+            source, headers, include = read_inputs(unit.source, unit.options, base)
+        except OSError as error:
+            for sm in sms:
+                result.failures.append(Failure(unit, sm, f"cannot read {unit.source}: {error.strerror}"))
+            continue
+        for sm in sms:
+            key = compile_key(toolchain=tool, label=unit.label, source=source, headers=headers,
+                              names=unit.expressions, sm=sm, options=unit.options)
+            hit = cache.get(key)
+            if hit is not None:
+                result.modules[(unit.ident, sm)] = Module(unit, sm, key, hit.cubin_path, hit.lowered, hit.log, True)
+                result.cached += 1
+                continue
+            facts = {"label": unit.label, "sm": sm, "names": list(unit.expressions), "options": list(unit.options),
+                     "toolchain": tool}
+            pending[key] = (unit, sm, facts)
+            todo.append((key, source, unit.label, unit.expressions, sm, _nvrtc_options(unit.options, base),
+                         (*include, str(cuda_include_dir()))))
+    for key, outcome in _run(todo, jobs or default_jobs()):
+        unit, sm, facts = pending[key]
+        if isinstance(outcome, Compiled):
+            stored = cache.put(key, outcome.cubin, outcome.lowered, outcome.log, facts)
+            result.modules[(unit.ident, sm)] = Module(unit, sm, key, stored.cubin_path, stored.lowered, stored.log,
+                                                      False)
+            result.compiled += 1
+        else:
+            result.failures.append(Failure(unit, sm, outcome.log))
+    return result
+
+
+def _run(todo: list[tuple], jobs: int):
+    """Compile jobs in this process, or in spawned workers when there are several."""
+    if len(todo) < 2 or jobs < 2:
+        return [compile_job(job) for job in todo]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
+        return list(pool.map(compile_job, todo))

@@ -1,0 +1,111 @@
+"""A content-addressed compile cache: one directory per (source, headers, names, SM, options, toolchain)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE_DIR = ".kcontract-cache"
+CACHE_ENV = "KCONTRACT_CACHE"  # overrides where the cache lives
+
+
+def default_root(contract_path: str | Path) -> Path:
+    """$KCONTRACT_CACHE, else .kcontract-cache beside the contract file."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    return Path(contract_path).resolve().parent / CACHE_DIR
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def compile_key(*, toolchain: str, label: str, source: bytes, headers: dict[str, bytes], names: tuple[str, ...],
+                sm: str, options: tuple[str, ...]) -> str:
+    """The cache key of one compile: sha256 over everything that can change the cubin."""
+    facts = {
+        "toolchain": toolchain,
+        "label": label,
+        "source": sha256_bytes(source),
+        "headers": {name: sha256_bytes(data) for name, data in sorted(headers.items())},
+        "names": sorted(names),
+        "sm": sm,
+        "options": list(options),
+    }
+    return sha256_bytes(json.dumps(facts, sort_keys=True).encode())
+
+
+def inputs_digest(source: bytes, headers: dict[str, bytes], options: tuple[str, ...]) -> str:
+    """sha256 over a kernel's source, its local headers and its options: what a launch record depends on."""
+    facts = {"source": sha256_bytes(source), "options": list(options),
+             "headers": {name: sha256_bytes(data) for name, data in sorted(headers.items())}}
+    return sha256_bytes(json.dumps(facts, sort_keys=True).encode())
+
+
+@dataclass(frozen=True)
+class CachedModule:
+    """A cached compile: the cubin on disk, mangled names, and the NVRTC log."""
+
+    key: str
+    cubin_path: Path
+    lowered: dict[str, str]
+    log: str
+
+
+class CompileCache:
+    """Cubins, their metadata and derived text (SASS) under `root/<key[:2]>/<key>/`."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def _dir(self, key: str) -> Path:
+        return self.root / key[:2] / key
+
+    def get(self, key: str) -> CachedModule | None:
+        """The cached compile for `key`, or None."""
+        where = self._dir(key)
+        try:
+            meta = json.loads((where / "meta.json").read_text())
+        except (OSError, ValueError):
+            return None
+        cubin = where / "module.cubin"
+        return CachedModule(key, cubin, meta["lowered"], meta["log"]) if cubin.is_file() else None
+
+    def put(self, key: str, cubin: bytes, lowered: dict[str, str], log: str, facts: dict) -> CachedModule:
+        """Store a compile atomically and return it."""
+        where = self._dir(key)
+        where.mkdir(parents=True, exist_ok=True)
+        _write_atomic(where / "module.cubin", cubin)
+        meta = {"lowered": lowered, "log": log, "facts": facts}
+        _write_atomic(where / "meta.json", json.dumps(meta, indent=1, sort_keys=True).encode())
+        return CachedModule(key, where / "module.cubin", lowered, log)
+
+    def text(self, key: str, name: str) -> str | None:
+        """Derived text stored beside a compile (e.g. `sass.txt`), or None."""
+        try:
+            return (self._dir(key) / name).read_text()
+        except OSError:
+            return None
+
+    def put_text(self, key: str, name: str, text: str) -> None:
+        """Store derived text beside a compile."""
+        where = self._dir(key)
+        where.mkdir(parents=True, exist_ok=True)
+        _write_atomic(where / name, text.encode())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write a file so readers see the old or the new content, never a part."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,78 @@
+"""The CUDA kernels a contract names, grouped into compile units (one per source file and options)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcontract.contract.model import CudaKernel
+
+
+@dataclass(frozen=True)
+class KernelUse:
+    """One symbol of an entry's or a control's CUDA kernel."""
+
+    owner: str  # "entry" or "control"
+    name: str  # the entry's or control's name
+    role: str  # the ABI role in the family (e.g. partials, merge)
+    expression: str  # the NVRTC name expression, e.g. "window_decode<128, 256>"
+    label: str  # the source as the contract writes it
+    source: Path  # the source, resolved
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One source compiled with one option list; its cubin holds every instantiation anyone names."""
+
+    label: str
+    source: Path
+    options: tuple[str, ...]
+    expressions: tuple[str, ...]
+    users: tuple[str, ...]  # entry and control names, for messages
+
+    @property
+    def ident(self) -> tuple[str, tuple[str, ...]]:
+        """(label, options): what makes two uses share a unit."""
+        return self.label, self.options
+
+
+def resolve_source(base: Path, label: str) -> Path:
+    """A kernel source path from the contract, relative to the contract file's directory."""
+    path = Path(label)
+    return path if path.is_absolute() else (base / path)
+
+
+def uses_of(owner: str, name: str, kernel: CudaKernel | None, base: Path) -> list[KernelUse]:
+    """Every symbol of one CUDA kernel reference (none for a Python kernel)."""
+    if kernel is None:
+        return []
+    source = resolve_source(base, kernel.source)
+    return [KernelUse(owner, name, role, expression, kernel.source, source, tuple(kernel.options))
+            for role, expression in kernel.symbols.items()]
+
+
+def contract_uses(loaded, *, entries: bool = True, controls: bool = True) -> list[KernelUse]:
+    """Every CUDA kernel symbol of a LoadedContract's entries and controls."""
+    base = Path(loaded.path).resolve().parent
+    found: list[KernelUse] = []
+    if entries:
+        for entry in loaded.entries:
+            found += uses_of("entry", entry.name, entry.kernel.cuda, base)
+    if controls:
+        for control in loaded.controls:
+            found += uses_of("control", control.name, control.kernel.cuda, base)
+    return found
+
+
+def group_units(uses: list[KernelUse]) -> list[Unit]:
+    """One unit per (source, options), with the sorted union of its expressions."""
+    groups: dict[tuple, list[KernelUse]] = {}
+    for use in uses:
+        groups.setdefault((use.label, use.options), []).append(use)
+    units = []
+    for (label, options), members in sorted(groups.items()):
+        units.append(Unit(label, members[0].source, options,
+                          tuple(sorted({u.expression for u in members})),
+                          tuple(dict.fromkeys(u.name for u in members))))
+    return units

@@ -1,0 +1,21 @@
+// A small gate-5 test kernel: scales a vector through static and dynamic shared memory.
+#include <cuda_bf16.h>
+
+template <int N>
+__global__ void tiny_scale(float* x, float a, int n) {
+  extern __shared__ float dyn[];
+  __shared__ float tile[N];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = i < n ? x[i] : 0.0f;
+  tile[threadIdx.x % N] = v * a;
+  dyn[threadIdx.x] = v;
+  __syncthreads();
+  if (i < n) x[i] = tile[(threadIdx.x + 1) % N] + dyn[(threadIdx.x + 3) % blockDim.x];
+}
+
+extern "C" __global__ void tiny_round(__nv_bfloat16* y, const float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = __float2bfloat16_rn(x[i]);
+}
+
+template __global__ void tiny_scale<32>(float*, float, int);

@@ -1,0 +1,1 @@
+"""Small external families for tests, registered by `family: tests.families.<module>:<Class>`."""

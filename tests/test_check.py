@@ -1,0 +1,146 @@
+"""`kcontract check`: the CPU CI job: valid contract, every kernel registered, compiles, gate 5, receipts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kcontract.cli import cli
+from kcontract.receipts import check_receipts, file_sha256, source_hashes
+from kcontract.toolchain import pins
+from kcontract.toolchain.pins import toolchain_id
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "cuda" / "tiny.cu"
+CONTRACT = """version: 1
+seed: 9
+targets: [sm_80, sm_90, sm_120]
+entries:
+  - name: tiny
+    family: tests.families.tiny:TinyFamily
+    kernel: {cuda: {source: kernels/tiny.cu, symbols: {scale: "tiny_scale<32>", round: tiny_round}}}
+    launch: {scale: {threads: 128, dynamic_smem: 4096}, round: {threads: 256}}
+"""
+
+
+@pytest.fixture(autouse=True)
+def shared_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path_factory.getbasetemp() / "kcontract-cache"))
+
+
+def check(contract: Path):
+    return CliRunner().invoke(cli, ["check", "--contract", str(contract)])
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A passing project: contract, kernels/tiny.cu and current records; returns the contract path."""
+    (tmp_path / "kernels").mkdir()
+    shutil.copy(TINY, tmp_path / "kernels" / "tiny.cu")
+    contract = tmp_path / "contract.yaml"
+    contract.write_text(CONTRACT)
+    done = CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)])
+    assert done.exit_code == 0, done.output
+    return contract
+
+
+def test_the_repository_contract_passes():
+    done = check(ROOT / "contract.yaml")
+    assert done.exit_code == 0, done.output
+    assert "SUMMARY check passed: contract valid" in done.output
+    assert "0 unregistered" in done.output
+
+
+def test_the_gate5_contract_passes_with_both_controls_red():
+    done = check(ROOT / "tests" / "contracts" / "gate5" / "contract.yaml")
+    assert done.exit_code == 0, done.output
+    assert "control stale_record (gate 5, for tiny): red as planted: stale against tiny's record" in done.output
+    assert "control smem_over_limit (gate 5, for tiny): red as planted: 4 limit problems (sm_86, sm_89, sm_120, " \
+           "sm_121)" in done.output
+    assert "gate-5 controls: 2 red as planted, 0 missed" in done.output
+
+
+def test_a_current_project_passes_and_counts_its_compiles(project):
+    done = check(project)
+    assert done.exit_code == 0, done.output
+    assert "2 __global__ in kernels/, 0 unregistered" in done.output
+    assert "3 compiles (1 sources x 3 SMs, 3 cached), 0 failed" in done.output
+    assert "gate 5: 6 current, 0 stale, 0 missing, 0 limit problems (baseline 0)" in done.output
+    assert "receipts: no receipts" in done.output
+
+
+def test_an_unregistered_kernel_fails_by_name(project):
+    (project.parent / "kernels" / "extra.cu").write_text('extern "C" __global__ void forgotten(float* x) {}\n')
+    done = check(project)
+    assert done.exit_code == 1
+    assert "FAIL kernels/extra.cu:1: __global__ `forgotten` is registered by no entry" in done.output
+    assert "kernel.cuda.symbols names it" in done.output
+    assert "3 __global__ in kernels/, 1 unregistered" in done.output
+
+
+def test_a_removed_record_fails_and_says_what_to_run(project):
+    (project.parent / "records" / toolchain_id() / "tiny.json").unlink()
+    done = check(project)
+    assert done.exit_code == 1
+    assert "missing record" in done.output and "run `kcontract records --update`" in done.output
+
+
+def test_a_changed_source_makes_records_stale(project):
+    source = project.parent / "kernels" / "tiny.cu"
+    source.write_text(source.read_text().replace("v * a;", "v * a * 2.0f;"))
+    done = check(project)
+    assert done.exit_code == 1
+    assert "stale record" in done.output and "kernels/tiny.cu (or its headers or options) changed" in done.output
+
+
+def test_a_compile_error_shows_the_log_and_the_entry(project):
+    source = project.parent / "kernels" / "tiny.cu"
+    source.write_text(source.read_text().replace("v * a;", "v * not_declared;"))
+    done = check(project)
+    assert done.exit_code == 1
+    assert "kernels/tiny.cu does not compile for sm_80, sm_90, sm_120 (used by tiny)" in done.output
+    assert 'identifier "not_declared" is undefined' in done.output
+
+
+def test_a_missing_source_is_a_contract_error(project):
+    project.write_text(CONTRACT.replace("kernels/tiny.cu", "kernels/absent.cu"))
+    done = check(project)
+    assert done.exit_code == 2
+    assert "entries[0].kernel.cuda.source: an existing CUDA source" in done.output
+
+
+def test_a_missing_toolchain_is_an_environment_problem(project, monkeypatch):
+    monkeypatch.setattr(pins, "installed_versions", lambda: {name: None for name in pins.PINS})
+    done = check(project)
+    assert done.exit_code == 3
+    assert "ERROR: the CUDA toolchain does not match its pins" in done.output and "pip install" in done.output
+
+
+def test_receipts_current_and_stale(project):
+    base = project.parent
+    assert check_receipts(base).summary() == "no receipts"
+    (base / "receipts").mkdir()
+    receipt = {"sources": source_hashes(["kernels/tiny.cu"], base), "summary": "SUMMARY ..."}
+    (base / "receipts" / "h200.json").write_text(json.dumps(receipt))
+    assert check_receipts(base).summary() == "1 receipt current"
+    assert "receipts: 1 receipt current" in check(project).output
+    source = base / "kernels" / "tiny.cu"
+    source.write_text(source.read_text() + "\n// touched\n")
+    stale = check_receipts(base)
+    assert not stale.passed and stale.summary() == "1 of 1 receipts stale"
+    assert stale.stale == [f"receipts/h200.json: kernels/tiny.cu changed since the receipt (sha256 "
+                           f"{receipt['sources']['kernels/tiny.cu'][:12]}, now {file_sha256(source)[:12]}): "
+                           f"run `kcontract run --receipt receipts/h200.json` on a GPU"]
+    done = check(project)
+    assert done.exit_code == 1 and "run `kcontract run --receipt receipts/h200.json` on a GPU" in done.output
+
+
+def test_a_malformed_receipt_is_a_usage_error(project):
+    (project.parent / "receipts").mkdir()
+    (project.parent / "receipts" / "bad.json").write_text('{"sources": 3}')
+    done = check(project)
+    assert done.exit_code == 2 and "receipts/bad.json: sources: a mapping of source path to sha256" in done.output

@@ -1,0 +1,179 @@
+"""sass-diff: normalisation, and the three constructed pairs (comment, rename, one operator) in throwaway repos."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kcontract.cli import cli
+from kcontract.sassdiff.diff import CHANGED, SAME_BYTES, SAME_SASS, sass_diff
+from kcontract.sassdiff.normalise import normalise, split_functions
+from kcontract.toolchain.cache import CompileCache, default_root
+
+CONTRACT = """version: 1
+seed: 1
+targets: [sm_80, sm_90]
+entries:
+  - name: k
+    family: tests.families.tiny:TinyFamily
+    kernel: {cuda: {source: kernels/k.cu, symbols: {scale: "scale<32>", bias: add_bias}}}
+    launch: {scale: {threads: 128}, bias: {threads: 128}}
+"""
+KERNEL = """// Two kernels for sass-diff tests.
+__constant__ float c_bias[4];
+
+template <int N>
+__global__ void scale(float* x, float a) {
+  __shared__ float buf[N];
+  int i = threadIdx.x;
+  buf[i % N] = x[i] * a;
+  __syncthreads();
+  x[i] = buf[(i + 1) % N];
+}
+
+extern "C" __global__ void add_bias(float* x) {
+  float v = x[threadIdx.x];
+  x[threadIdx.x] = v + c_bias[1];
+}
+"""
+SASS = """
+//--------------------- .text._Z1kPf          --------------------------
+\t.section\t.text._Z1kPf,"ax",@progbits
+\t.align\t128
+        .global         _Z1kPf
+        .type           _Z1kPf,@function
+_Z1kPf:
+.text._Z1kPf:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                 /* 0x00000a00ff017b82 */
+        /*0010*/              @P0  BRA `(.L_x_7) ;
+        /*0020*/                   FADD R0, R0, 1 ;
+.L_x_7:
+        /*0030*/                   EXIT ;
+.L_x_9:
+        /*0040*/                   BRA `(.L_x_9);
+        /*0050*/                   NOP;
+        /*0060*/                   NOP;
+.L_x_12:
+
+
+//--------------------- .text.other            --------------------------
+\t.section\t.text.other,"ax",@progbits
+other:
+        /*0000*/                   EXIT ;
+"""
+
+
+@pytest.fixture(autouse=True)
+def shared_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path_factory.getbasetemp() / "kcontract-cache"))
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+                          capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """A throwaway repo whose HEAD holds the contract and kernels/k.cu."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "contract.yaml").write_text(CONTRACT)
+    (tmp_path / "kernels" / "k.cu").write_text(KERNEL)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
+    return tmp_path
+
+
+def edit(repo: Path, old: str, new: str) -> None:
+    path = repo / "kernels" / "k.cu"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def verdicts(repo: Path, base: str = "HEAD", head: str | None = None):
+    cache = CompileCache(default_root(repo / "contract.yaml"))
+    result = sass_diff(repo, "contract.yaml", base, head, None, cache, jobs=2)
+    return result, {(r.expression, r.sm): r.verdict for r in result.results}
+
+
+def test_normalise_strips_offsets_encodings_labels_and_padding():
+    functions = split_functions(SASS)
+    assert list(functions) == ["_Z1kPf", "other"]
+    assert normalise(functions["_Z1kPf"], "_Z1kPf") == [
+        "LDC R1, c[0x0][0x28]", "@P0 BRA `(L0)", "FADD R0, R0, 1", "L0:", "EXIT", "L1:", "BRA `(L1)"]
+    renumbered = SASS.replace(".L_x_7", ".L_x_70").replace(".L_x_9", ".L_x_3").replace("/*0010*/", "/*0110*/")
+    assert normalise(split_functions(renumbered)["_Z1kPf"], "_Z1kPf") == normalise(functions["_Z1kPf"], "_Z1kPf")
+    changed = SASS.replace("FADD R0, R0, 1", "FADD R0, R0, -1")
+    assert normalise(split_functions(changed)["_Z1kPf"], "_Z1kPf") != normalise(functions["_Z1kPf"], "_Z1kPf")
+
+
+def test_comment_only_change_is_identical_bytes(repo):
+    edit(repo, "// Two kernels", "// Two small kernels, with a longer comment\n// on two lines")
+    result, found = verdicts(repo)
+    assert set(found.values()) == {SAME_BYTES} and len(found) == 4
+    assert result.source_lines() == ["kernels/k.cu: SASS equal on 2 of 2 SMs, 2 of 2 functions"]
+
+
+def test_renaming_a_variable_is_identical_sass(repo):
+    edit(repo, "c_bias[4];", "c_offset[4];")
+    edit(repo, "v + c_bias[1]", "v + c_offset[1]")
+    result, found = verdicts(repo)
+    assert set(found.values()) == {SAME_SASS}  # the cubin's symbol names changed, the machine code did not
+    assert result.source_lines() == ["kernels/k.cu: SASS equal on 2 of 2 SMs, 2 of 2 functions"]
+    assert not result.changed
+
+
+def test_one_operator_change_is_changed_with_a_diff(repo):
+    edit(repo, "v + c_bias[1]", "v * c_bias[1]")
+    result, found = verdicts(repo)
+    assert found[("add_bias", "sm_80")] == found[("add_bias", "sm_90")] == CHANGED
+    assert found[("scale<32>", "sm_80")] == found[("scale<32>", "sm_90")] == SAME_BYTES
+    diff = next(r.diff for r in result.results if r.expression == "add_bias" and r.sm == "sm_90")
+    assert any(line.strip().startswith("-FADD") for line in diff)
+    assert any(line.strip().startswith("+FMUL") for line in diff)
+    assert result.source_lines() == ["kernels/k.cu: SASS equal on 0 of 2 SMs, 1 of 2 functions"]
+    assert result.summary().endswith("2 identical bytes, 0 identical SASS, 2 changed, 0 new, 0 removed")
+
+
+def test_cli_compares_two_commits_and_reports_new_kernels(repo):
+    (repo / "contract.yaml").write_text(CONTRACT.replace("bias: add_bias}", "bias: add_bias, wide: \"scale<64>\"}")
+                                        .replace("bias: {threads: 128}}", "bias: {threads: 128}, wide: {threads: 64}}"))
+    edit(repo, "v + c_bias[1]", "v - c_bias[1]")
+    git(repo, "commit", "-qam", "head")
+    runner = CliRunner()
+    done = runner.invoke(cli, ["sass-diff", "--contract", str(repo / "contract.yaml"), "--base", "HEAD~1",
+                               "--head", "HEAD", "--sm", "90"])
+    assert done.exit_code == 0, done.output
+    assert "changed: kernels/k.cu add_bias on sm_90" in done.output
+    assert "new: kernels/k.cu scale<64> on sm_90" in done.output
+    assert "kernels/k.cu: SASS equal on 0 of 1 SMs, 1 of 3 functions" in done.output
+    assert "SASS-DIFF HEAD~1 -> HEAD: 1 sources, 3 functions x 1 SMs:" in done.output
+    strict = runner.invoke(cli, ["sass-diff", "--contract", str(repo / "contract.yaml"), "--base", "HEAD~1",
+                                 "--sm", "sm_90", "--exit-code"])
+    assert strict.exit_code == 1
+    same = runner.invoke(cli, ["sass-diff", "--contract", str(repo / "contract.yaml"), "--exit-code"])
+    assert same.exit_code == 0 and "6 identical bytes" in same.output
+
+
+def test_bad_revision_and_no_repository_are_usage_errors(repo, tmp_path_factory):
+    runner = CliRunner()
+    bad = runner.invoke(cli, ["sass-diff", "--contract", str(repo / "contract.yaml"), "--base", "nope~3"])
+    assert bad.exit_code == 2 and "no commit `nope~3`" in bad.output
+    lonely = tmp_path_factory.mktemp("not-a-repo")
+    (lonely / "contract.yaml").write_text(CONTRACT)
+    outside = runner.invoke(cli, ["sass-diff", "--contract", str(lonely / "contract.yaml")])
+    assert outside.exit_code == 2 and "is not inside a git work tree" in outside.output
+
+
+def test_base_without_a_contract_makes_every_kernel_new(repo):
+    git(repo, "rm", "-q", "contract.yaml")
+    git(repo, "commit", "-qm", "no contract")
+    (repo / "contract.yaml").write_text(CONTRACT)
+    result, found = verdicts(repo, base="HEAD")
+    assert set(found.values()) == {"new"}

@@ -1,0 +1,177 @@
+"""The pinned toolchain: pins, NVRTC compiles for every SM, resources, the compile cache, include and kernel scans."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kcontract.contract.model import DEFAULT_TARGETS
+from kcontract.errors import EnvironmentProblem
+from kcontract.exitcodes import ExitCode
+from kcontract.toolchain import pins, tools
+from kcontract.toolchain.build import build
+from kcontract.toolchain.cache import CompileCache
+from kcontract.toolchain.globals import base_name, find_globals
+from kcontract.toolchain.headers import local_headers
+from kcontract.toolchain.nvrtc import Compiled, Failed, compile_cubin
+from kcontract.toolchain.resources import parse_ptxas_log, res_usage
+from kcontract.toolchain.units import KernelUse, group_units
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "cuda" / "tiny.cu"
+
+
+def _compile(sm: str, names=("tiny_scale<32>", "tiny_round"), source: bytes | None = None):
+    return compile_cubin(source if source is not None else TINY.read_bytes(), "tiny.cu", tuple(names), sm, (),
+                         (str(TINY.parent), str(tools.cuda_include_dir())))
+
+
+def test_pins_are_installed_and_name_the_toolchain():
+    pins.require_pinned()
+    assert pins.toolchain_id() == "cuda-13.5.37"
+    assert all(version == pins.PINS[name] for name, version in pins.installed_versions().items())
+
+
+def test_a_wrong_pin_is_an_environment_problem_naming_pip(monkeypatch):
+    monkeypatch.setattr(pins, "installed_versions", lambda: {**{n: v for n, v in pins.PINS.items()},
+                                                             "nvidia-cuda-nvrtc": "13.0.88", "cuda-bindings": None})
+    with pytest.raises(EnvironmentProblem) as caught:
+        pins.require_pinned()
+    assert caught.value.exit_code == ExitCode.ENVIRONMENT
+    assert "nvidia-cuda-nvrtc 13.0.88 installed, pinned 13.5.37" in caught.value.message
+    assert "cuda-bindings missing" in caught.value.message
+    assert "pip install" in caught.value.message and "'nvidia-cuda-nvrtc==13.5.37'" in caught.value.message
+
+
+def test_missing_tool_names_the_wheel_and_pip(monkeypatch):
+    monkeypatch.setattr(tools, "_wheel_file", lambda dist, suffix: None)
+    tools.tool_path.cache_clear()
+    try:
+        with pytest.raises(EnvironmentProblem, match=r"nvdisasm not found: the wheel nvidia-cuda-nvdisasm==13\.5\.37"):
+            tools.tool_path("nvdisasm")
+    finally:
+        monkeypatch.undo()
+        tools.tool_path.cache_clear()
+    assert tools.tool_path("nvdisasm").name == "nvdisasm"
+    assert (tools.cuda_include_dir() / "cuda_bf16.h").is_file()
+
+
+def test_every_default_target_compiles_with_mangled_names():
+    for sm in DEFAULT_TARGETS:
+        result = _compile(sm)
+        assert isinstance(result, Compiled), (sm, getattr(result, "log", ""))
+        assert result.cubin[:4] == b"\x7fELF"
+        assert result.lowered == {"tiny_scale<32>": "_Z10tiny_scaleILi32EEvPffi", "tiny_round": "tiny_round"}
+        assert f"for '{sm}'" in result.log
+
+
+def test_cubins_are_byte_identical_across_compiles():
+    assert _compile("sm_90").cubin == _compile("sm_90").cubin
+
+
+def test_a_compile_error_carries_the_nvrtc_log():
+    bad = TINY.read_bytes().replace(b"v * a;", b"v * undefined_thing;")
+    result = _compile("sm_80", source=bad)
+    assert isinstance(result, Failed)
+    assert 'identifier "undefined_thing" is undefined' in result.log
+    wrong_name = _compile("sm_80", names=("tiny_scale<32>", "no_such_kernel"))
+    assert isinstance(wrong_name, Failed) and "no_such_kernel" in wrong_name.log
+
+
+def test_ptxas_report_agrees_with_cuobjdump(tmp_path):
+    for sm in ("sm_80", "sm_90", "sm_120"):
+        result = _compile(sm)
+        cubin = tmp_path / f"{sm}.cubin"
+        cubin.write_bytes(result.cubin)
+        ours, theirs = parse_ptxas_log(result.log), res_usage(cubin)
+        assert set(ours) == set(theirs) == {"_Z10tiny_scaleILi32EEvPffi", "tiny_round"}
+        reserved = 1024 if sm != "sm_80" else 0  # cuobjdump's SHARED counts the reserved 1 KiB on sm_90+
+        for name, facts in ours.items():
+            assert facts.registers == theirs[name]["REG"]
+            assert facts.stack == theirs[name]["STACK"]
+            assert facts.static_smem + reserved == theirs[name]["SHARED"]
+        assert ours["_Z10tiny_scaleILi32EEvPffi"].static_smem == 128
+        assert ours["_Z10tiny_scaleILi32EEvPffi"].barriers == 1
+
+
+def test_ptxas_log_with_spills_and_device_functions():
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Function properties for _Z6helperf
+ptxas         .     24 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function '_Z3bigPf' for 'sm_90'
+ptxas info    : Function properties for _Z3bigPf
+ptxas         .     456 bytes stack frame, 848 bytes spill stores, 892 bytes spill loads
+ptxas info    : Used 64 registers, used 2 barriers, 4096 bytes smem
+ptxas info    : Compile time = 10.0 ms"""
+    facts = parse_ptxas_log(log)
+    assert list(facts) == ["_Z3bigPf"]
+    big = facts["_Z3bigPf"]
+    assert (big.registers, big.static_smem, big.stack, big.spill_stores, big.spill_loads, big.barriers) == \
+        (64, 4096, 456, 848, 892, 2)
+
+
+def _unit(source: Path, names: tuple[str, ...], label: str = "k.cu"):
+    uses = [KernelUse("entry", "e", f"r{i}", n, label, source, ()) for i, n in enumerate(names)]
+    return group_units(uses)
+
+
+def test_cache_hits_and_keys_follow_headers(tmp_path):
+    (tmp_path / "inc").mkdir()
+    header = tmp_path / "inc" / "scale.cuh"
+    header.write_text("#pragma once\n#define SCALE 2.0f\n")
+    source = tmp_path / "k.cu"
+    source.write_text('#include "inc/scale.cuh"\nextern "C" __global__ void k(float* x) { x[0] *= SCALE; }\n')
+    cache = CompileCache(tmp_path / "cache")
+    units = _unit(source, ("k",))
+    first = build(units, ["sm_80", "sm_90"], cache, tmp_path, jobs=1)
+    assert (first.compiled, first.cached, first.failures) == (2, 0, [])
+    again = build(units, ["sm_80", "sm_90"], cache, tmp_path, jobs=1)
+    assert (again.compiled, again.cached) == (0, 2)
+    assert again.module(units[0], "sm_90").cubin_path.read_bytes()[:4] == b"\x7fELF"
+    header.write_text("#pragma once\n#define SCALE 3.0f\n")
+    changed = build(units, ["sm_80", "sm_90"], cache, tmp_path, jobs=1)
+    assert (changed.compiled, changed.cached) == (2, 0)
+    assert changed.module(units[0], "sm_90").key != first.module(units[0], "sm_90").key
+
+
+def test_parallel_build_reports_failures_per_sm(tmp_path):
+    good, bad = tmp_path / "good.cu", tmp_path / "bad.cu"
+    good.write_text('extern "C" __global__ void g(float* x) { x[0] = 1.0f; }\n')
+    bad.write_text('extern "C" __global__ void b(float* x) { x[0] = oops; }\n')
+    units = _unit(good, ("g",), "good.cu") + _unit(bad, ("b",), "bad.cu")
+    result = build(units, ["sm_80", "sm_90"], CompileCache(tmp_path / "cache"), tmp_path, jobs=2)
+    assert result.compiled == 2
+    assert sorted(f.sm for f in result.failures) == ["sm_80", "sm_90"]
+    error = result.failures[0].error()
+    assert error.exit_code == ExitCode.FAILED
+    assert "bad.cu does not compile for" in error.message and 'identifier "oops" is undefined' in error.message
+
+
+def test_local_headers_follow_nested_quoted_includes(tmp_path):
+    (tmp_path / "a.cuh").write_text('#include "sub/b.cuh"\n#include <cuda_bf16.h>\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.cuh").write_text('#include "c.cuh"\n')
+    (tmp_path / "sub" / "c.cuh").write_text("// leaf\n")
+    (tmp_path / "k.cu").write_text('#include "a.cuh"\n  #  include "missing.cuh"\n')
+    found = local_headers(tmp_path / "k.cu", [])
+    assert [p.relative_to(tmp_path.resolve()).as_posix() for p in found] == ["a.cuh", "sub/b.cuh", "sub/c.cuh"]
+
+
+def test_find_globals_skips_comments_strings_macros_and_instantiations(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text('''// __global__ void commented(int);
+/* __global__ void block_commented() */
+#define DECLARE __global__ void macro_kernel()
+template <int D, typename T>
+__global__ void __launch_bounds__(256, 2) window_decode(const T* q) {}
+extern "C" __global__ void
+  plain_kernel(float* x) { const char* s = "__global__ void str()"; }
+static __global__ __launch_bounds__(128) void other(int) {}
+namespace ns { __global__ void in_ns(int); }
+template __global__ void window_decode<128, float>(const float*);
+''')
+    found = [(k.name, k.line) for k in find_globals(source)]
+    assert found == [("window_decode", 5), ("plain_kernel", 7), ("other", 8), ("in_ns", 9)]
+    assert base_name("ns::window_decode<128, 256>") == "window_decode"
+    assert base_name("tiny_round") == "tiny_round"
