@@ -24,7 +24,7 @@ RANGE_GATES = (1, 2, 3, 4)
 @contract_option
 @click.option("--only", "only", multiple=True, help="Run entries matching this glob (repeatable).")
 @click.option("--control", "control_names", multiple=True, help="Run only this control (repeatable).")
-@click.option("--gate", "gate", type=click.IntRange(1, 4), help="Run only this gate.")
+@click.option("--gate", "gate", type=click.IntRange(1, 5), help="Run only this gate.")
 @click.option("--case", "case", help="Run only this case of the entry.")
 @click.option("--seed", "seed", type=click.IntRange(0, 2**63 - 1), help="Override the contract's seed.")
 @click.option("--no-controls", is_flag=True, help="Skip the planted-fault controls.")
@@ -62,11 +62,14 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     tasks += [Task("control", c.name, c.entry, contract_path, gates_for(loaded.entry(c.entry).gates), seed, case,
                    c.timeout or loaded.entry(c.entry).timeout) for c in controls]
     tasks = [t for t in tasks if t.gates]
+    refuse_cuda_without_gpu(loaded, tasks)
     outcomes = run_tasks(tasks, jobs)
     entry_outcomes = [o for o in outcomes if o.task.kind == "entry"]
     control_outcomes = [o for o in outcomes if o.task.kind == "control"]
     planted = {c.name: c.gate for c in loaded.controls}
     summary = summarise(entry_outcomes, control_outcomes, loaded.known_findings, planted)
+    if gate in (None, 5) and not control_names:
+        add_launch_records(summary, loaded)
     if entry_outcomes:
         out.print(entry_table(entry_outcomes))
     if control_outcomes:
@@ -79,6 +82,34 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
         write_json(json_path, run_document(entry_outcomes, control_outcomes, summary))
     out.print(summary.line(), markup=False)
     sys.exit(int(summary.exit_code))
+
+
+def refuse_cuda_without_gpu(loaded, tasks: list[Task]) -> None:
+    """Exit 3 before any work when a CUDA kernel would run and no GPU launcher is available."""
+    from kcontract.launch import cuda_ready
+
+    kernels = {c.name: c.kernel for c in loaded.controls} | {e.name: e.kernel for e in loaded.entries}
+    cuda = sorted(t.name for t in tasks if kernels[t.name].cuda is not None)
+    if cuda:
+        cuda_ready(cuda)
+
+
+def add_launch_records(summary, loaded) -> None:
+    """Gate 5 for CUDA entries: limit problems, record currency and gate-5 controls join the summary."""
+    from kcontract.records.gate5 import check_records
+    from kcontract.toolchain.units import contract_uses
+
+    if not contract_uses(loaded):
+        return
+    report = check_records(loaded)
+    summary.limit_problems = len(report.problems)
+    summary.limits_ok = report.passed
+    summary.controls += len(report.controls)
+    summary.red += sum(c.red for c in report.controls)
+    summary.missed += len(report.missed_controls)
+    summary.missed_controls += [c.name for c in report.missed_controls]
+    for line in report.notes + report.errors:
+        err.print(f"gate 5: {line}", markup=False)
 
 
 def run_tasks(tasks: list[Task], jobs: int = 1):
