@@ -45,6 +45,8 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     names = {e.name for e in entries}
     controls = [] if no_controls else [c for c in loaded.controls
                                        if (c.name in control_names) or (not control_names and c.entry in names)]
+    if gate is not None:
+        controls = [c for c in controls if c.gate == gate or c.name in control_names]
     missing = set(control_names) - {c.name for c in loaded.controls}
     if missing:
         raise UsageError(f"--control {', '.join(sorted(missing))}: no such control in {contract_path}")

@@ -9,6 +9,7 @@ import numpy as np
 from kcontract.families.attention import mirrors
 from kcontract.families.attention.exact import exact_quotient_bounds
 from kcontract.families.attention.layout import build_problem
+from kcontract.families.attention.probes import order_probe_row, probe_positions
 from kcontract.families.attention.realistic import ROW_KINDS, realistic_row
 from kcontract.families.attention.reference import AXES, expected_outputs
 from kcontract.families.attention.rows import RowData
@@ -77,6 +78,7 @@ class AttentionDecode(Family):
         rows = list(self._rows(case))
         window = self.window_of(self._case(case))
         rng = stream(self.seed, self.entry, case, "fillers")
+        rows += [order_probe_row(rng, self.spec.shape, window, pos) for pos in probe_positions(rows)]
         span = window.ring - 1 if window.win == 0 else 3 * window.ring
         top = min(span, 4 * self.spec.arithmetic.chunk + 37)
         fillers = [realistic_row(rng, self.spec.shape, self.spec.values, window, int(rng.integers(0, top + 1)),

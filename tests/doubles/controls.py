@@ -1,0 +1,106 @@
+"""Planted-fault decodes: the double's core with one hook changed each, named for the gate that catches it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcontract.numerics import bf16_from_f32_bits, to_bits, truncate_to
+
+from .decode import CHUNK, decode_rows, f32_of_bf16, rescale, visible
+
+
+def _planted(**hooks):
+    """Turn `per_batch(batch) -> extra hooks` into a decode with window_decode's signature and its docstring."""
+
+    def wrap(per_batch):
+        def fn(q, k_cache, v_cache, row_pos, row_slot, part_m, part_l, part_o, out, *, win, ring, n_part, scale):
+            extra = per_batch(q.shape[0])
+            decode_rows(q, k_cache, v_cache, row_pos, row_slot, part_m, part_l, part_o, out, win=win, ring=ring,
+                        n_part=n_part, scale=scale, **hooks, **extra)
+
+        fn.__name__, fn.__qualname__, fn.__doc__ = per_batch.__name__, per_batch.__qualname__, per_batch.__doc__
+        return fn
+
+    return wrap
+
+
+def _bf16_running(x: np.ndarray) -> np.ndarray:
+    """A running fp32 sum rounded to bf16 (RN-even)."""
+    return f32_of_bf16(bf16_from_f32_bits(x))
+
+
+def _truncated(x: np.ndarray) -> np.ndarray:
+    """bf16 bits of fp32 values rounded toward zero."""
+    return to_bits(truncate_to(x.astype(np.float64), "bf16"), "bf16")
+
+
+@_planted(factor=lambda m, l, big_m: np.ones_like(m))
+def merge_without_rescale(batch):
+    """Gate 3: the merge sums l_c and o_c without the exp(m_c - M) factor."""
+    return {}
+
+
+@_planted(acc_round=_bf16_running)
+def bf16_accumulation(batch):
+    """Gate 4: l and o add key by key with the running sums rounded to bf16 after every add."""
+    return {}
+
+
+@_planted(span=lambda pos, win: (visible(pos, win)[0], pos - 1))
+def last_key_dropped(batch):
+    """Gate 4: the row's last key (pos) is not seen."""
+    return {}
+
+
+@_planted(keep=lambda lanes, chunk: lanes % chunk != 0)
+def first_key_of_chunk_skipped(batch):
+    """Gate 4: the first key of every 256-key chunk is skipped."""
+    return {}
+
+
+@_planted(key_heads=lambda hq, hk: np.arange(hq) % hk)
+def key_head_mismap(batch):
+    """Gate 4: query head h reads key head h % Hk instead of h // G."""
+    return {}
+
+
+@_planted()
+def chunk_from_batch(batch):
+    """Gate 2: chunks of 128 keys when the batch has more than 4 rows, else 256."""
+    return {"chunk": 128 if batch > 4 else CHUNK}
+
+
+@_planted(order=lambda n, b: np.roll(np.arange(n), -b))
+def order_dependent_merge(batch):
+    """Gate 2: row b merges its chunks starting at chunk b % n and wrapping (an atomic merge's order)."""
+    return {}
+
+
+@_planted(to_out=_truncated)
+def truncated_output(batch):
+    """Gate 1: the fp32 output is truncated to bf16 (toward zero) instead of rounded to nearest-even."""
+    return {}
+
+
+def _one_early(pos: int, win: int) -> tuple[int, int]:
+    """Keys from first - 1 when a window cuts the row."""
+    first, last = visible(pos, win)
+    return (first - 1 if win > 0 and first > 0 else first), last
+
+
+@_planted(span=_one_early)
+def window_one_early(batch):
+    """Gate 4: a windowed row also sees the key just before its window (first - 1)."""
+    return {}
+
+
+def _unguarded(m: np.ndarray, l: np.ndarray, big_m: np.ndarray) -> np.ndarray:
+    """exp(m_c - M) times l_c / l_c: 1 for a real chunk, NaN for an empty one."""
+    with np.errstate(invalid="ignore"):
+        return rescale(m, l, big_m) * (l / l)
+
+
+@_planted(count=lambda lo, hi, chunk: (hi + 1) // chunk - lo // chunk + 1, factor=_unguarded)
+def empty_chunk_nan(batch):
+    """Gate 3: rows ending on a chunk's last key get an empty extra chunk (m = -inf, l = 0) that merges as NaN."""
+    return {}
