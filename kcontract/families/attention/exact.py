@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.numerics import round_to
-
-DIVISION_ERROR = {  # relative error of the kernel's O / L in fp32, by declared division
-    "ieee": 0.0,  # correctly rounded: handled exactly below
-    "rcp_rn": 2.0**-23 + 2.0**-48,
-    "rcp_approx": 2.0**-22 + 2.0**-46,
-    "div_full": 2.0**-22,
-    "fdividef": 2.0**-22,
-}
+from kcontract.families.attention.bounds import DIV_ROUNDINGS
+from kcontract.numerics import U32, gamma, round_to
 
 
 def exact_quotient_bounds(numerator: np.ndarray, denominator: np.ndarray, div: str, out: str
@@ -22,5 +15,5 @@ def exact_quotient_bounds(numerator: np.ndarray, denominator: np.ndarray, div: s
     if div == "ieee":
         value = round_to(round_to(exact, "fp32"), out)
         return value, value.copy(), exact
-    err = np.abs(exact) * DIVISION_ERROR[div]
+    err = np.abs(exact) * float(gamma(DIV_ROUNDINGS[div], U32))  # the same allowance as gate 1's range
     return round_to(exact - err, out), round_to(exact + err, out), exact

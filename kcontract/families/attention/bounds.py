@@ -1,0 +1,212 @@
+"""The float64 reference and rigorous per-output range of one split-chunk decode row.
+
+The kernel's fp32 result y (before output rounding) lies in [center - radius, center + radius] for any
+IEEE fp32 evaluation order consistent with the declared arithmetic; docs/kernel-contract.md section 2
+derives each term. Keys are processed in blocks, so memory stays bounded at any context length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kcontract.families.attention.spec import Arithmetic
+from kcontract.families.attention.weights import (
+    FTZ,
+    WeightSystem,
+    chunk_frames,
+    score_error,
+    weight_systems,
+)
+from kcontract.numerics import U32, gamma, round_to
+
+BLOCK = 2048  # keys per block of the batched sums
+DIV_ROUNDINGS = {"ieee": 1, "rcp_rn": 2, "rcp_approx": 5, "div_full": 6, "fdividef": 6}  # u's of O / L
+SLACK = 2.0**-30  # covers the float64 evaluation of the center and of the bound itself
+
+
+@dataclass
+class RowRange:
+    """Per output [Hq, D]: the reference before output rounding and a rigorous radius around it."""
+
+    center: np.ndarray
+    radius: np.ndarray
+    facts: dict = field(default_factory=dict)
+
+
+def expected_bounds(center: np.ndarray, radius: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
+    """[RN(center - radius), RN(center + radius)] in fmt: RN is monotone, so RN(y) lies inside."""
+    return round_to(center - radius, fmt), round_to(center + radius, fmt)
+
+
+def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: np.ndarray, scale: float,
+                     arith: Arithmetic) -> RowRange:
+    """Reference and range of one row: q [Hq, D], k and v [n, Hk, D] (visible keys, key order)."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    chunk = np.asarray(chunk_of_key, dtype=np.int64)
+    hq, d, n, hk = _check(q, k, v, chunk)
+    group = hq // hk
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(chunk)) + 1])
+    n_chunks, max_chunk = len(starts), int(np.diff(np.append(starts, n)).max())
+    r = arith.rescales_per_key
+    k_o = max_chunk + n_chunks + r  # (C-1) adds + product + merge product + (nch-1) merge adds + rescales
+    k_l = max_chunk + n_chunks - 1 + r
+    center = np.empty((hq, d))
+    radius = np.empty((hq, d))
+    determined, err_max = [], 0.0
+    for g in range(hk):
+        heads = slice(g * group, (g + 1) * group)
+        s, abs_dot = _scores(q[heads], k[:, g, :], scale)
+        err = score_error(s, abs_dot, scale, d, arith)
+        err_max = max(err_max, float(err.max()))
+        frames = chunk_frames(s, err, starts)
+        num, den = weight_systems(s, err, frames, chunk, starts, arith)
+        center[heads], radius[heads] = _group_range(num, den, v[:, g, :], starts, arith, max_chunk, k_o, k_l)
+        if num.determined is not None:
+            determined.append(num.determined)
+    facts = {"keys": n, "chunks": n_chunks, "max_chunk": max_chunk, "sum_roundings_o": k_o,
+             "sum_roundings_l": k_l, "score_error_max": err_max}
+    if determined:
+        facts["determined_p"] = float(np.mean(determined))
+    return RowRange(center, radius, facts)
+
+
+def _check(q, k, v, chunk) -> tuple[int, int, int, int]:
+    """Shapes and chunk index; ValueError naming what is wrong."""
+    if q.ndim != 2 or k.ndim != 3 or k.shape != v.shape:
+        raise ValueError(f"q [Hq, D], k and v [n, Hk, D] alike, given {q.shape}, {k.shape}, {v.shape}")
+    hq, d = q.shape
+    n, hk, dk = k.shape
+    if dk != d or n == 0 or hq % hk:
+        raise ValueError(f"matching head dims, n >= 1 and Hq a multiple of Hk, given q {q.shape}, k {k.shape}")
+    if chunk.shape != (n,) or chunk[0] != 0 or np.any((np.diff(chunk) != 0) & (np.diff(chunk) != 1)):
+        raise ValueError("chunk_of_key [n]: starts at 0, steps by 0 or 1")
+    return hq, d, n, hk
+
+
+def _scores(qg: np.ndarray, kg: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Exact-as-float64 scores scale * q.k and sum_i |q_i k_i|: [G, n] each."""
+    n = kg.shape[0]
+    s = np.empty((qg.shape[0], n))
+    abs_dot = np.empty_like(s)
+    aq = np.abs(qg)
+    for b0 in range(0, n, BLOCK):
+        kb = np.ascontiguousarray(kg[b0:b0 + BLOCK])
+        s[:, b0:b0 + BLOCK] = (kb @ qg.T).T
+        abs_dot[:, b0:b0 + BLOCK] = (np.abs(kb) @ aq.T).T
+    return s * scale, abs_dot
+
+
+@np.errstate(over="ignore", invalid="ignore")  # absurd inputs: infinite radii, never NaN
+def _group_range(num: WeightSystem, den: WeightSystem, vg: np.ndarray, starts, arith: Arithmetic,
+                 max_chunk: int, k_o: int, k_l: int) -> tuple[np.ndarray, np.ndarray]:
+    """Center and radius [G, D] of the query heads sharing one key head."""
+    shared = num is den
+    n, n_chunks = vg.shape[0], len(starts)
+    lin = _linear_sums(num, vg)
+    o = lin["numer"] / den.ref.sum(1)[:, None]
+    ao = np.abs(o)
+    ch = _chunk_pass(num, vg, starts, o, shared)
+    if shared:
+        dev = ch["centered"] + ch["chunk_term"]
+    else:
+        dev = lin["dev_abs"] + ao * den.dev.sum(1)[:, None] + ch["chunk_term"]
+    lo_sum = den.lo_sum[:, None]
+    ok = lo_sum > 0
+    safe = np.where(ok, lo_sum, 1.0)
+    r1 = np.where(ok, dev / safe, np.inf)  # weighted-average error of the exact sums
+    e_o = _numerator_rounding(lin, ch, arith, max_chunk, k_o, n_chunks)
+    g_l = float(gamma(k_l, U32))
+    ops = (2 + arith.rescales_per_key) * n + 2 * n_chunks + 4
+    r2 = (np.where(ok, e_o / safe, np.inf) + (ao + r1) * g_l) / (1 - g_l)  # fp32 sums
+    r2 += 2 * ops * FTZ * (1 + ao + r1)  # flushed or subnormal sum terms, over L >= 1/2
+    r3 = float(gamma(DIV_ROUNDINGS[arith.div], U32)) * (ao + r1 + r2) + FTZ  # the division
+    avg_abs = np.where(ok, lin["hi_abs"] / safe, np.inf)
+    radius = (r1 + r2 + r3) * (1 + SLACK) + SLACK * (ao + avg_abs)
+    radius = np.where(lin["hi_abs"] > 0, radius, 0.0)  # an all-zero v column gives exactly 0 in any order
+    return o, np.where(np.isnan(radius), np.inf, radius)
+
+
+def _numerator_rounding(lin: dict, ch: dict, arith: Arithmetic, max_chunk: int, k_o: int, n_chunks: int
+                        ) -> np.ndarray:
+    """Bound on |O_hat - sum a v| over the declared chunk structure (exact-max frame).
+
+    Every rounding's error is at most u times the value it rounds: a product a_j v_j (sum P), an
+    in-chunk partial sum or rescale (at most B_c = (P_c + |N_c|) / 2, the larger of the chunk's positive
+    and negative parts), a merge product (|N_c|) or a merge partial sum (at most (sum_c |N_c| + |N|) / 2).
+    """
+    drift = lin["dev_abs"] + ch["chunk_dev_abs"]  # >= sum_j |a_j - w_j| |v_j|
+    p = lin["hi_abs"]
+    s_n = ch["chunk_abs"] + drift  # >= sum_c |N_c| with the kernel's weights
+    abs_n = np.abs(lin["numer"]) + drift
+    in_chunk = max_chunk - 1 + arith.rescales_per_key
+    phi = p + in_chunk * 0.5 * (p + s_n) + s_n + (n_chunks - 1) * 0.5 * (s_n + abs_n)
+    return U32 * phi / (1 - (k_o + 1) * U32) ** 2
+
+
+def _blocks(starts: np.ndarray, n: int):
+    """(b0, b1, c0, nc, closes): keys [b0, b1) are nc whole chunks of one size from c0, or a piece of one."""
+    ends = np.append(starts[1:], n)
+    c = 0
+    while c < len(starts):
+        size = ends[c] - starts[c]
+        if size > BLOCK:
+            for b0 in range(starts[c], ends[c], BLOCK):
+                b1 = min(b0 + BLOCK, ends[c])
+                yield int(b0), int(b1), c, 1, b1 == ends[c]
+            c += 1
+            continue
+        nc = 1
+        while c + nc < len(starts) and ends[c + nc] - starts[c + nc] == size and (nc + 1) * size <= BLOCK:
+            nc += 1
+        yield int(starts[c]), int(ends[c + nc - 1]), c, nc, True
+        c += nc
+
+
+def _linear_sums(num: WeightSystem, vg: np.ndarray) -> dict:
+    """Matrix products over key blocks: sum w v, sum a_hi |v| and sum D |v|: [G, D] each."""
+    g, n, d = num.ref.shape[0], vg.shape[0], vg.shape[1]
+    out = {"numer": np.zeros((g, d)), "hi_abs": np.zeros((g, d)), "dev_abs": np.zeros((g, d))}
+    for b0 in range(0, n, BLOCK):
+        vb = np.ascontiguousarray(vg[b0:b0 + BLOCK])
+        av = np.abs(vb)
+        out["numer"] += (vb.T @ num.ref[:, b0:b0 + BLOCK].T).T
+        out["hi_abs"] += (av.T @ num.hi[:, b0:b0 + BLOCK].T).T
+        out["dev_abs"] += (av.T @ num.dev[:, b0:b0 + BLOCK].T).T
+    return out
+
+
+def _chunk_pass(num: WeightSystem, vg: np.ndarray, starts, o: np.ndarray, shared: bool) -> dict:
+    """Per-chunk sums N_c = sum b_ref v folded into [G, D] totals, and sum_j D_j |v_j - o| if shared.
+
+    chunk_abs = sum_c G_ref |N_c|; chunk_term = sum_c dG_c |N_c - o sum b_ref| (shared) or dG_c |N_c|;
+    chunk_dev_abs = sum_c dG_c |N_c|; centered = sum_j D_j |v_j - o| exactly (no |v| + |o| shortcut).
+    """
+    g, n, d = num.ref.shape[0], vg.shape[0], vg.shape[1]
+    names = ("chunk_abs", "chunk_term", "chunk_dev_abs", "centered")
+    out = {name: np.zeros((g, d)) for name in names}
+    lam = np.add.reduceat(num.chunk_ref, starts, axis=1)  # [G, nch]: sum of b_ref per chunk
+    carry = np.zeros((g, d))
+    part = np.empty((BLOCK, d))
+    for b0, b1, c0, nc, closes in _blocks(starts, n):
+        vb = np.ascontiguousarray(vg[b0:b1])
+        buf = part[:b1 - b0]
+        for h in range(g):
+            np.multiply(num.chunk_ref[h, b0:b1, None], vb, out=buf)
+            sums = buf.reshape(nc, -1, d).sum(1)
+            sums[0] += carry[h]
+            carry[h] = 0.0 if closes else sums[0]
+            if shared:
+                np.subtract(vb, o[h], out=buf)
+                np.abs(buf, out=buf)
+                out["centered"][h] += buf.T @ num.dev[h, b0:b1]
+            if not closes:
+                continue
+            cs = slice(c0, c0 + nc)
+            out["chunk_abs"][h] += num.chunk_scale[h, cs] @ np.abs(sums)
+            if num.chunk_dev is not None:
+                dg = num.chunk_dev[h, cs]
+                out["chunk_dev_abs"][h] += dg @ np.abs(sums)
+                out["chunk_term"][h] += dg @ (np.abs(sums - o[h] * lam[h, cs, None]) if shared else np.abs(sums))
+    return out

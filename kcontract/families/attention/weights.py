@@ -1,0 +1,194 @@
+"""Per-key weight intervals of a split-chunk decode row, in the frame of the row's exact maximum score.
+
+A kernel's effective weight of key j is a_j = f_c * p_j (merge factor times chunk probability). Up to
+one positive factor common to every key (which cancels in O / L), a_j = G_c * b_j + tau_j with a
+chunk factor G_c in [G_lo, G_hi], a key factor b_j in [b_lo, b_hi] and |tau_j| <= tau from flushed
+results. A WeightSystem carries what the range needs: the reference weights and per-key deviations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kcontract.families.attention.spec import Arithmetic
+from kcontract.numerics import U32, U_BF16, gamma, round_to
+
+EXP_ULPS = {"expf": 2.0, "exp2f": 2.0, "ex2.approx": 2.0, "__expf": 2.0}  # documented max ulp error
+EXP_SLOPE = {"__expf": 1.173}  # extra ulps per unit |x| (nats)
+EXP_MARGIN_ULPS = 1.0  # the documented figures are tests, not proofs
+SCORE_ROUNDINGS = {"expf": 2, "__expf": 2, "exp2f": 4, "ex2.approx": 4}  # beyond the D of the dot product
+ARG_U = 4.0  # roundings on exp arguments (subtract, log2e scaling), in u per unit |x|
+FRAME_U = 2.0  # a chunk max rescaled into log2 units for p but not for f: u per unit |m_c|
+F64 = 2.0**-40  # relative slack for one float64-evaluated quantity
+FTZ = 2.0**-125  # absolute error of an fp32 result that is subnormal or flushed
+
+
+@dataclass
+class Frames:
+    """Chunk maxima of the exact scores and intervals for the kernel's computed ones: [G, nch], [G, 1]."""
+
+    mc: np.ndarray
+    mc_lo: np.ndarray
+    mc_hi: np.ndarray
+    top: np.ndarray  # S: the row's exact maximum score
+    top_lo: np.ndarray
+    top_hi: np.ndarray
+
+
+@dataclass
+class WeightSystem:
+    """Reference weights and deviation bounds of one sum (numerator or denominator): arrays [G, n]."""
+
+    ref: np.ndarray  # w_j = G_ref * b_ref: the reference weight of each key
+    dev: np.ndarray  # D_j >= |a_j - w_j| outside the chunk term (per-key part and tau)
+    hi: np.ndarray  # a_hi_j >= a_j
+    lo_sum: np.ndarray  # [G]: sum_j a_lo_j, a lower bound of sum_j a_j
+    chunk_ref: np.ndarray  # [G, n] b_ref: the key factor of the reference weight
+    chunk_scale: np.ndarray  # [G, nch] G_ref: ref = chunk_scale[chunk] * chunk_ref
+    chunk_dev: np.ndarray | None  # [G, nch] max |G_c - G_ref| where kept apart from dev, else None
+    determined: float | None  # fraction of keys whose bf16 p is known exactly (replay only)
+
+
+def score_error(s: np.ndarray, abs_dot: np.ndarray, scale: float, head_dim: int, arith: Arithmetic) -> np.ndarray:
+    """|s_hat - s| for any-order fp32 dots of bf16 values; 0 where every product is 0.
+
+    Products of bf16 values are exact in fp32, so every partial sum is bounded by the larger of the
+    positive and the negative product sums, B = (sum |q_i k_i| + |q.k|) / 2: additions, scale and
+    log2e roundings cost gamma_{D+k} B; a prescaled q (rounded q_i * scale, then rounded products)
+    costs gamma_2 sum |q_i k_i| more.
+    """
+    a = abs(scale) * abs_dot
+    b = 0.5 * (a + np.abs(s))
+    err = float(gamma(head_dim + SCORE_ROUNDINGS[arith.exp], U32)) * b + (float(gamma(2, U32)) + 4 * F64) * a
+    return err + np.where(abs_dot > 0, (head_dim + 2) * FTZ * (abs(scale) + 1.0), 0.0)
+
+
+def exp_log_error(absx: np.ndarray, calls: int, arith: Arithmetic) -> np.ndarray:
+    """l with (1 - eta, 1 + eta) inside (e^-l, e^l) for `calls` exps whose arguments total absx."""
+    ulps = calls * (EXP_ULPS[arith.exp] + EXP_MARGIN_ULPS) + EXP_SLOPE.get(arith.exp, 0.0) * absx
+    eta = ulps * 2.0**-23
+    return np.where(eta < 0.5, -np.log1p(-np.minimum(eta, 0.5)), 50.0)
+
+
+def chunk_frames(s: np.ndarray, err: np.ndarray, starts: np.ndarray) -> Frames:
+    """Per-chunk max of s, s - err and s + err (any computed max lies between the last two)."""
+    mc = np.maximum.reduceat(s, starts, axis=1)
+    mc_lo = np.maximum.reduceat(s - err, starts, axis=1)
+    mc_hi = np.maximum.reduceat(s + err, starts, axis=1)
+    return Frames(mc, mc_lo, mc_hi, mc.max(1, keepdims=True), mc_lo.max(1, keepdims=True),
+                  mc_hi.max(1, keepdims=True))
+
+
+def merge_log_error(fr: Frames, arith: Arithmetic) -> np.ndarray:
+    """[G, nch] log-error of f_c = exp(m_c - M) (argument rounding, exp accuracy)."""
+    ymax = np.maximum(fr.top_hi - fr.mc_lo, 0.0)  # |m_c - M| over every computed m_c, M
+    moving = ymax > 0  # ymax == 0: m_c = M for sure, f_c = exp(0) = 1 exactly
+    return np.where(moving, ARG_U * U32 * ymax + exp_log_error(ymax, 1, arith), 0.0)
+
+
+def frame_shift(mc_lo: np.ndarray, mc_hi: np.ndarray) -> np.ndarray:
+    """Log-error of p's frame when m_c is rescaled to log2 units for p and not for f."""
+    return FRAME_U * U32 * np.maximum(np.abs(mc_lo), np.abs(mc_hi))
+
+
+def flush_tau(err: np.ndarray, arith: Arithmetic) -> float:
+    """Bound on |a_j - G_c b_j| from flushed p, f and rescale factors, in the exact-max frame."""
+    return 4.0 * (2 + arith.rescales_per_key) * FTZ * float(np.exp(err.max(initial=0.0)))
+
+
+def _per_chunk(x: np.ndarray, chunk: np.ndarray) -> np.ndarray:
+    """Expand [G, nch] to [G, n] by each key's chunk."""
+    return x[:, chunk]
+
+
+def _lo_sum(g_lo: np.ndarray, b_lo: np.ndarray, starts: np.ndarray, n: int, tau: float) -> np.ndarray:
+    """sum_c G_lo,c sum_{j in c} b_lo,j - n tau (a lower bound of the weights' sum)."""
+    return (g_lo * np.add.reduceat(b_lo, starts, axis=1)).sum(1) - n * tau
+
+
+def bf16_reference(s: np.ndarray, fr: Frames, chunk: np.ndarray) -> np.ndarray:
+    """exp(m_c - S) * RN_bf16(exp(s - m_c)): the reference weight when p is rounded to bf16."""
+    mc = _per_chunk(fr.mc, chunk)
+    return np.exp(mc - fr.top) * round_to(np.exp(s - mc), "bf16")
+
+
+def frame_free(s, err, fr: Frames, chunk, starts, arith: Arithmetic, *, bf16_p: bool) -> WeightSystem:
+    """Weights in the global frame, where the computed chunk max cancels between p and f (fp32 p).
+
+    With bf16_p (online rescaling: the rounding frame is unknown) every p carries a bf16 rounding
+    factor (1 +- 2^-8) and the reference weight is the bf16 one.
+    """
+    n = s.shape[1]
+    xmax = np.maximum(_per_chunk(fr.mc_hi, chunk) - (s - err), 0.0)  # |s_hat - m_hat_c| upper bound
+    moving = xmax > 0  # xmax == 0: the key is its chunk's computed max for sure, p = exp(0) = 1
+    calls = 1 + arith.rescales_per_key
+    lam = err + np.where(moving, ARG_U * U32 * xmax + exp_log_error(xmax, calls, arith), 0.0)
+    lam += F64 * (np.abs(s) + np.abs(fr.top) + 1.0)
+    w = np.exp(s - fr.top)  # exp(s_j - S)
+    b_hi = w * np.exp(lam)
+    b_lo = w * np.exp(-lam)
+    ref = w
+    if bf16_p:
+        b_hi *= 1 + U_BF16
+        b_lo *= 1 - U_BF16
+        ref = bf16_reference(s, fr, chunk)
+    lam_c = merge_log_error(fr, arith) + frame_shift(fr.mc_lo, fr.mc_hi)
+    g_hi, g_lo = np.exp(lam_c), np.exp(-lam_c)
+    g_dev = _per_chunk(np.maximum(g_hi - 1.0, 1.0 - g_lo), chunk)
+    tau = flush_tau(err, arith)
+    g_hi_k = _per_chunk(g_hi, chunk)
+    dev = g_hi_k * np.maximum(b_hi - ref, ref - b_lo) + g_dev * ref + tau
+    return WeightSystem(ref=ref, dev=dev, hi=g_hi_k * b_hi + tau, lo_sum=_lo_sum(g_lo, b_lo, starts, n, tau),
+                        chunk_ref=ref, chunk_scale=np.ones_like(g_hi), chunk_dev=None, determined=None)
+
+
+def replayed(s, err, fr: Frames, chunk, starts, arith: Arithmetic) -> WeightSystem:
+    """Weights with p rounded to bf16 at the chunk frame: replay RN_bf16 on each key's p interval.
+
+    Keys whose interval rounds to one bf16 value carry no per-key width; the chunk max does not
+    cancel here, so the chunk factor exp(m_c - S) carries the frame width (kept as a chunk term).
+    """
+    n = s.shape[1]
+    mc_lo, mc_hi = _per_chunk(fr.mc_lo, chunk), _per_chunk(fr.mc_hi, chunk)
+    x_lo = s - err - mc_hi  # computed s_hat - m_hat_c lies in [x_lo, x_hi], both <= 0
+    x_hi = np.minimum(s + err - mc_lo, 0.0)
+    shift = frame_shift(mc_lo, mc_hi)
+    exact_one = (x_lo >= 0) & (shift == 0)  # the key is its chunk's computed max for sure: p = 1 exactly
+    xa = -x_lo
+    e = ARG_U * U32 * xa + exp_log_error(xa, 1, arith) + shift
+    e += F64 * (np.abs(s) + np.abs(mc_hi) + np.abs(mc_lo) + 1.0)
+    p_lo = np.where(exact_one, 1.0, np.exp(x_lo - e))
+    p_hi = np.where(exact_one, 1.0, np.exp(x_hi + e))
+    tiny = p_lo < 2 * FTZ  # the kernel's p may be subnormal or flushed
+    b_lo = np.where(tiny, 0.0, round_to(p_lo, "bf16"))
+    b_hi = round_to(p_hi + np.where(tiny, FTZ, 0.0), "bf16")
+    known = b_lo == b_hi
+    b_ref = np.where(known, b_lo, round_to(np.exp(s - _per_chunk(fr.mc, chunk)), "bf16"))
+    lam_c = merge_log_error(fr, arith) + F64 * (np.abs(fr.mc_lo) + np.abs(fr.mc_hi) + np.abs(fr.top) + 1.0)
+    g_ref = np.exp(fr.mc - fr.top)
+    g_lo = np.exp(fr.mc_lo - fr.top - lam_c)
+    g_hi = np.exp(fr.mc_hi - fr.top + lam_c)
+    tau = flush_tau(err, arith)
+    g_hi_k = _per_chunk(g_hi, chunk)
+    dev = g_hi_k * np.maximum(b_hi - b_ref, b_ref - b_lo) + tau
+    return WeightSystem(ref=_per_chunk(g_ref, chunk) * b_ref, dev=dev, hi=g_hi_k * b_hi + tau,
+                        lo_sum=_lo_sum(g_lo, b_lo, starts, n, tau), chunk_ref=b_ref, chunk_scale=g_ref,
+                        chunk_dev=np.maximum(g_hi - g_ref, g_ref - g_lo), determined=float(known.mean()))
+
+
+@np.errstate(over="ignore", invalid="ignore")  # absurd inputs: infinite widths, never NaN ranges
+def weight_systems(s, err, fr: Frames, chunk, starts, arith: Arithmetic) -> tuple[WeightSystem, WeightSystem]:
+    """(numerator, denominator) systems for the declared prob_round; the same object when shared."""
+    online = arith.rescales_per_key > 0
+    if arith.prob_round == "none":
+        w = frame_free(s, err, fr, chunk, starts, arith, bf16_p=False)
+        return w, w
+    if arith.prob_round == "bf16":
+        w = (frame_free(s, err, fr, chunk, starts, arith, bf16_p=True) if online
+             else replayed(s, err, fr, chunk, starts, arith))
+        return w, w
+    num = (frame_free(s, err, fr, chunk, starts, arith, bf16_p=True) if online
+           else replayed(s, err, fr, chunk, starts, arith))
+    return num, frame_free(s, err, fr, chunk, starts, arith, bf16_p=False)
