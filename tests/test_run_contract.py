@@ -19,10 +19,10 @@ def kcontract(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-def test_shipped_contract_passes_and_every_control_is_red_at_its_gate(tmp_path):
+def test_cpu_contract_passes_and_every_control_is_red_at_its_gate(tmp_path):
     report = tmp_path / "run.json"
-    proc = kcontract("run", "--contract", "contract.yaml", "--jobs", "2", "--json", str(report))
-    contract = yaml.safe_load((ROOT / "contract.yaml").read_text())
+    proc = kcontract("run", "--contract", "tests/contracts/cpu.yaml", "--jobs", "2", "--json", str(report))
+    contract = yaml.safe_load((ROOT / "tests/contracts/cpu.yaml").read_text())
     n, c = len(contract["entries"]), len(contract["controls"])
     summary = (f"SUMMARY {n} kernels: {n} pass gates 1-4, 0 fail, 0 known findings; {c} controls: "
                f"{c} red as planted, 0 missed; 0 limit problems")
@@ -37,6 +37,12 @@ def test_shipped_contract_passes_and_every_control_is_red_at_its_gate(tmp_path):
         for gate, result in entry["gates"].items():
             assert result["passed"] and result["checked"] > 0, (entry["task"]["name"], gate)
     print("\n" + summary)
+
+
+def test_repository_contract_runs_on_cpu():
+    proc = kcontract("run", "--contract", "contract.yaml", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "SUMMARY 1 kernels: 1 pass gates 1-4, 0 fail" in proc.stdout
 
 
 def test_aborting_and_hanging_kernels_are_reported_and_the_run_goes_on():
