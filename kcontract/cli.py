@@ -10,6 +10,7 @@ from kcontract.commands.run import run_command
 from kcontract.commands.check import check_command
 from kcontract.commands.records_cmd import records_command
 from kcontract.commands.sass_diff import sass_diff_command
+from kcontract.commands.receipt_cmd import receipt_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,6 +24,7 @@ cli.add_command(run_command)
 cli.add_command(check_command)
 cli.add_command(records_command)
 cli.add_command(sass_diff_command)
+cli.add_command(receipt_group)
 
 
 def main() -> None:
