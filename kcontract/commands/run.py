@@ -81,9 +81,7 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     if control_outcomes:
         out.print(control_table(control_outcomes, planted))
     print_failures(err, entry_outcomes)
-    for o in control_outcomes:
-        if o.status != "ran":
-            err.print(f"control {o.task.name}: {o.status}: {o.detail.strip()} (counts as missed)", markup=False)
+    print_failures(err, control_outcomes, kind="control")
     document = run_document(entry_outcomes, control_outcomes, summary)
     if json_path:
         write_json(json_path, document)

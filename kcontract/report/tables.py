@@ -48,16 +48,18 @@ def control_table(outcomes: list[Outcome], planted: dict[str, int]) -> Table:
     return table
 
 
-def print_failures(console: Console, outcomes: list[Outcome]) -> None:
-    """One block per failing gate: the worst offender and the replay command."""
+def print_failures(console: Console, outcomes: list[Outcome], kind: str = "entry") -> None:
+    """One block per red gate: the worst offender and the replay command (controls: the evidence)."""
     for o in outcomes:
+        name = f"{kind} {o.task.name}" if kind != "entry" else o.task.name
         if o.status != "ran":
-            console.print(f"[red]{o.task.name}[/red]: {o.status}: {o.detail.strip()}", markup=True)
+            tail = " (counts as missed)" if kind == "control" else ""
+            console.print(f"[red]{name}[/red]: {o.status}: {o.detail.strip()}{tail}", markup=True)
             continue
         for gate, r in sorted(o.gates.items()):
             if r.passed:
                 continue
-            console.print(f"[red]{o.task.name} gate {gate}[/red] ({GATES[gate].TITLE}): {r.message}")
+            console.print(f"[red]{name} gate {gate}[/red] ({GATES[gate].TITLE}): {r.message}")
             if r.worst:
                 w = r.worst
                 where = ", ".join(f"{k} {v}" for k, v in w.coords.items())
