@@ -113,11 +113,19 @@ def test_a_missing_source_is_a_contract_error(project):
     assert "entries[0].kernel.cuda.source: an existing CUDA source" in done.output
 
 
-def test_a_missing_toolchain_is_an_environment_problem(project, monkeypatch):
+def test_a_missing_toolchain_is_an_environment_problem_when_something_must_compile(project, monkeypatch, tmp_path):
     monkeypatch.setattr(pins, "installed_versions", lambda: {name: None for name in pins.PINS})
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cold-cache"))
     done = check(project)
     assert done.exit_code == 3
     assert "ERROR: the CUDA toolchain does not match its pins" in done.output and "pip install" in done.output
+
+
+def test_a_warm_cache_needs_no_toolchain(project, monkeypatch):
+    assert check(project).exit_code == 0  # warms the cache
+    monkeypatch.setattr(pins, "installed_versions", lambda: {name: None for name in pins.PINS})
+    done = check(project)
+    assert done.exit_code == 0 and "cached" in done.output
 
 
 def test_receipts_current_and_stale(project):

@@ -100,7 +100,6 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
     result = Build()
     if not units:
         return result
-    require_pinned()
     tool = toolchain_id()
     todo: list[tuple] = []
     pending: dict[str, tuple[Unit, str, dict]] = {}
@@ -124,6 +123,8 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
             pending[key] = (unit, sm, facts)
             todo.append((key, source, unit.label, unit.expressions, sm, _nvrtc_options(unit.options, base),
                          (*include, str(cuda_include_dir()))))
+    if todo:
+        require_pinned()  # a warm cache needs no compiler: a GPU machine runs the carried cubins
     for key, outcome in _run(todo, jobs or default_jobs()):
         unit, sm, facts = pending[key]
         if isinstance(outcome, Compiled):
