@@ -38,3 +38,8 @@ def test_control_red_elsewhere_or_crashed_is_missed():
 def test_crashed_entry_fails_even_with_a_known_finding():
     s = summarise([outcome("a", status="timed out")], [], [KnownFinding(entry="a", gate=1, reason="r")], {})
     assert s.failed == 1
+
+
+def test_a_known_finding_that_passes_now_is_reported_stale():
+    s = summarise([outcome("a")], [], [KnownFinding(entry="a", gate=2, reason="r")], {})
+    assert s.stale_known == ["a gate 2"] and s.known == 0 and s.passed == 1

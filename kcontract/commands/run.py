@@ -82,6 +82,9 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
         out.print(control_table(control_outcomes, planted))
     print_failures(err, entry_outcomes)
     print_failures(err, control_outcomes, kind="control")
+    for finding in summary.stale_known:
+        err.print(f"known finding {finding} passes now: remove it from known_findings in {contract_path}",
+                  markup=False)
     document = run_document(entry_outcomes, control_outcomes, summary)
     if json_path:
         write_json(json_path, document)

@@ -24,6 +24,7 @@ class Summary:
     limits_ok: bool = True  # records current and problems within the baseline
     failing_entries: list[str] = field(default_factory=list)
     missed_controls: list[str] = field(default_factory=list)
+    stale_known: list[str] = field(default_factory=list)  # known findings whose gate now passes
 
     def line(self) -> str:
         """The one line every run ends with."""
@@ -52,6 +53,8 @@ def summarise(entries: list[Outcome], controls: list[Outcome], known: list[Known
             s.failing_entries.append(outcome.task.name)
         else:
             s.passed += 1
+    ran = {(o.task.name, g): r.passed for o in entries if o.status == "ran" for g, r in o.gates.items()}
+    s.stale_known = [f"{k.entry} gate {k.gate}" for k in known if ran.get((k.entry, k.gate)) is True]
     for outcome in controls:
         planted = control_gates[outcome.task.name]
         if outcome.status == "ran" and planted in outcome.failed_gates():
