@@ -10,7 +10,7 @@ from kcontract.families.attention import mirrors
 from kcontract.families.attention.exact import exact_quotient_bounds
 from kcontract.families.attention.layout import build_problem
 from kcontract.families.attention.probes import order_probe_row, probe_positions
-from kcontract.families.attention.realistic import ROW_KINDS, realistic_row
+from kcontract.families.attention.realistic import ROW_KINDS, realistic_row, sequence_rows
 from kcontract.families.attention.reference import AXES, expected_outputs
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Case, DecodeSpec
@@ -79,10 +79,7 @@ class AttentionDecode(Family):
         window = self.window_of(self._case(case))
         rng = stream(self.seed, self.entry, case, "fillers")
         rows += [order_probe_row(rng, self.spec.shape, window, pos) for pos in probe_positions(rows)]
-        span = window.ring - 1 if window.win == 0 else 3 * window.ring
-        top = min(span, 4 * self.spec.arithmetic.chunk + 37)
-        fillers = [realistic_row(rng, self.spec.shape, self.spec.values, window, int(rng.integers(0, top + 1)),
-                                 ROW_KINDS[i % len(ROW_KINDS)], self.scale) for i in range(FILLERS)]
+        fillers = self._fillers(rng, window)
 
         def build(label, batch, window=window, **kw):
             return self._build(label, batch, window, **kw)
@@ -90,6 +87,18 @@ class AttentionDecode(Family):
         base = build(case, rows)
         plan = VariantPlan(rows=rows, fillers=fillers, window=window, chunk=self.spec.arithmetic.chunk, build=build)
         return [InvarianceSet(case, base, ("out",), plan_variants(plan, base), axes=AXES)]
+
+    def _fillers(self, rng, window: Window) -> list[RowData]:
+        """Other rows at other positions, all reading one sequence so a batch of 64 needs two cache slots."""
+        c = self.spec.arithmetic.chunk
+        if window.win == 0:
+            top = min(window.ring - 1, 4 * c + 37)
+            positions = [int(p) for p in rng.integers(0, top + 1, size=FILLERS)]
+        else:
+            top = 2 * window.ring + int(rng.integers(0, window.ring))
+            band = window.ring - window.win  # rows this far behind the newest still find their whole window
+            positions = [int(p) for p in top - rng.integers(0, band + 1, size=FILLERS)]
+        return sequence_rows(rng, self.spec.shape, self.spec.values, window, top, positions, self.scale)
 
     def merge_stress(self) -> list[Checked]:
         stress, a = self.spec.stress, self.spec.arithmetic

@@ -23,14 +23,15 @@ def build_problem(label: str, rows: list[RowData], shape: Shape, window: Window,
     n_slots = max(slots) + 1
     k_cache = np.full((n_slots, window.ring, hk, d), NEVER_WRITTEN, dtype=np.uint16)
     v_cache = np.full_like(k_cache, NEVER_WRITTEN)
-    for row, slot in zip(rows, slots):
-        window.check(row.pos)
+    for row, slot in zip(rows, slots):  # first what lies before each window, then every window on top:
+        window.check(row.pos)  # rows sharing a slot read one sequence, so their windows agree
         stored = window.stored(row.pos)
         before = stored[stored < row.first]
         if fill_outside and len(before):
             k_out, v_out = row.outside(before, hk, d)
             k_cache[slot, window.slot_of(before)] = k_out
             v_cache[slot, window.slot_of(before)] = v_out
+    for row, slot in zip(rows, slots):
         visible = np.arange(row.first, row.pos + 1)
         k_cache[slot, window.slot_of(visible)] = row.k
         v_cache[slot, window.slot_of(visible)] = row.v

@@ -42,3 +42,20 @@ def add_peaks(rng: np.random.Generator, q: np.ndarray, k: np.ndarray, shape: Sha
         if gain > 0:
             k[keys, kh] += direction * (nats / gain)
     return keys
+
+
+def sequence_rows(rng: np.random.Generator, shape: Shape, values: Values, window: Window, top: int,
+                  positions: list[int], scale: float) -> list[RowData]:
+    """Rows at several positions of one drawn sequence (one cache slot), each with its own query."""
+    span = Window(win=window.ring, ring=window.ring) if window.win else window  # keys the slot still holds
+    seq = realistic_row(rng, shape, values, span, top, "mean-shifted", scale)
+    rows = []
+    for i, pos in enumerate(positions):
+        first = window.first(pos)
+        if first < seq.first or pos > top:
+            raise ValueError(f"row at {pos} reads keys the sequence's slot no longer holds")
+        q = scaled_normal(rng, (shape.q_heads, shape.head_dim), rng.uniform(*values.q_rms, size=shape.q_heads))
+        rows.append(RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=seq.k[first - seq.first:pos - seq.first + 1],
+                            v=seq.v[first - seq.first:pos - seq.first + 1], filler_seed=seq.filler_seed,
+                            tag="filler"))
+    return rows

@@ -21,7 +21,7 @@ class VariantPlan:
     """What the family hands the planner: the base rows, fillers, and how to build a call."""
 
     rows: list[RowData]
-    fillers: list[RowData]  # other rows at other positions
+    fillers: list[RowData]  # other rows at other positions, all reading one sequence in one cache slot
     window: Window
     chunk: int
     build: Callable[..., Problem]  # build(label, rows, window=..., slots=..., n_part=...)
@@ -44,8 +44,9 @@ def plan_variants(plan: VariantPlan, base_problem: Problem) -> list[Variant]:
             at = slot_index(where, size)
             mates = [fillers[i % len(fillers)] for i in range(size - 1)]
             batch = mates[:at] + [rows[target]] + mates[at:]
+            slots = [1] * at + [0] + [1] * (size - 1 - at)  # the mates share the filler sequence's slot
             label = f"batch{size}_{where}_row{target}"
-            out.append(Variant(label, plan.build(label, batch), {target: at}))
+            out.append(Variant(label, plan.build(label, batch, slots=slots), {target: at}))
             target = (target + 1) % len(rows)
     order = list(reversed(range(len(rows))))
     slots = list(np.roll(np.arange(len(rows)), 1))
@@ -59,7 +60,8 @@ def plan_variants(plan: VariantPlan, base_problem: Problem) -> list[Variant]:
     out.append(Variant("n_part_larger", plan.build("n_part_larger", rows, n_part=n_part),
                        {b: b for b in range(len(rows))}))
     out.append(Variant("rerun", plan.build("rerun", rows), {b: b for b in range(len(rows))}))
-    other = plan.build("concurrent_other", fillers[: max(1, min(7, len(fillers)))])
+    mates = fillers[: max(1, min(7, len(fillers)))]
+    other = plan.build("concurrent_other", mates, slots=[0] * len(mates))
     out.append(Variant("concurrent", plan.build("concurrent", rows), {b: b for b in range(len(rows))},
                        concurrent_with=other))
     return out
