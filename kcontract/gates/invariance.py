@@ -42,8 +42,8 @@ def _check_set(ctx: GateContext, inv: InvarianceSet, result: GateResult) -> int:
         if nan.any():
             result.failures += int(nan.sum())
             idx = np.unravel_index(int(np.argmax(nan)), nan.shape)
-            result.worst = result.worst or Offender(inv.case, _coords(inv.axes, idx), "NaN or unwritten", "a finite value",
-                                                    f"in the base run {inv.base.label}")
+            result.worst = result.worst or Offender(inv.case, _coords(inv.axes, idx), "NaN or unwritten",
+                                                    "a finite value", f"in the base run {inv.base.label}")
     for variant in inv.variants:
         if variant.concurrent_with is not None:
             got = ctx.launcher.run_concurrent([variant.problem, variant.concurrent_with])[0]
