@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from xml.etree import ElementTree
+
 from kcontract.contract.model import KnownFinding
 from kcontract.gates.base import GateResult
+from kcontract.report.junit import junit_document, write_junit
 from kcontract.report.summary import summarise
 from kcontract.runner.outcome import Outcome, Task
 
@@ -43,3 +46,13 @@ def test_crashed_entry_fails_even_with_a_known_finding():
 def test_a_known_finding_that_passes_now_is_reported_stale():
     s = summarise([outcome("a")], [], [KnownFinding(entry="a", gate=2, reason="r")], {})
     assert s.stale_known == ["a gate 2"] and s.known == 0 and s.passed == 1
+
+
+def test_junit_has_a_case_per_entry_gate_and_control(tmp_path):
+    entries = [outcome("a"), outcome("b", red=(2,)), outcome("c", status="crashed")]
+    controls = [outcome("c1", red=(3,), kind="control"), outcome("c2", kind="control")]
+    s = summarise(entries, controls, [], {"c1": 3, "c2": 4})
+    path = tmp_path / "junit.xml"
+    write_junit(str(path), junit_document(entries, controls, {"c1": 3, "c2": 4}, s))
+    suite = ElementTree.parse(path).getroot()[0]
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("14", "2", "4")

@@ -12,6 +12,7 @@ from kcontract.commands.common import contract_option, err, out, user_errors
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.report.json_report import run_document, write_json
+from kcontract.report.junit import junit_document, write_junit
 from kcontract.report.receipt import build_receipt
 from kcontract.report.summary import summarise
 from kcontract.report.tables import control_table, entry_table, print_failures
@@ -32,10 +33,11 @@ RANGE_GATES = (1, 2, 3, 4)
 @click.option("--jobs", "jobs", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Worker processes running entries side by side.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full results as JSON.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML for CI dashboards.")
 @click.option("--receipt", "receipt_path", type=click.Path(dir_okay=False),
               help="Write a receipt: environment, source hashes, results (commit it under receipts/).")
 @user_errors
-def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path,
+def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
                 receipt_path) -> None:
     """Run the contract: gates 1-4 per entry, each control at its gate, and print the SUMMARY line."""
     loaded = load_contract(contract_path)
@@ -88,6 +90,8 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     document = run_document(entry_outcomes, control_outcomes, summary)
     if json_path:
         write_json(json_path, document)
+    if junit_path:
+        write_junit(junit_path, junit_document(entry_outcomes, control_outcomes, planted, summary))
     if receipt_path:
         names = {t.name for t in tasks}
         write_json(receipt_path, build_receipt(loaded, document, names, seed))

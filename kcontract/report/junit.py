@@ -1,0 +1,44 @@
+"""The run as JUnit XML: one test case per entry x gate and per control, for CI dashboards."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from kcontract.gates import GATES
+from kcontract.report.summary import Summary
+from kcontract.runner.outcome import Outcome
+
+
+def junit_document(entries: list[Outcome], controls: list[Outcome], planted: dict[str, int],
+                   summary: Summary) -> ET.ElementTree:
+    """A <testsuites> tree; failures carry the gate's message, worst offender and replay command."""
+    suite = ET.Element("testsuite", name="kcontract")
+    for o in entries:
+        for gate in o.task.gates:
+            case = ET.SubElement(suite, "testcase", classname=o.task.name, name=f"gate {gate} {GATES[gate].TITLE}")
+            r = o.gates.get(gate)
+            case.set("time", f"{r.seconds:.3f}" if r else "0")
+            if o.status != "ran":
+                ET.SubElement(case, "error", message=o.status).text = o.detail
+            elif not r.passed:
+                worst = f"worst: {r.worst}\n" if r.worst else ""
+                ET.SubElement(case, "failure", message=r.message).text = f"{worst}replay: {r.replay}"
+    for o in controls:
+        gate = planted[o.task.name]
+        case = ET.SubElement(suite, "testcase", classname="controls", name=f"{o.task.name} red at gate {gate}")
+        if o.status != "ran" or gate not in o.failed_gates():
+            ET.SubElement(case, "failure", message=f"missed ({o.status})").text = o.detail
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(len(suite.findall("testcase/failure"))))
+    suite.set("errors", str(len(suite.findall("testcase/error"))))
+    ET.SubElement(suite, "system-out").text = summary.line()
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.ElementTree(root)
+
+
+def write_junit(path: str, tree: ET.ElementTree) -> None:
+    """Write the XML, creating parent folders."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tree.write(path, encoding="utf-8", xml_declaration=True)
