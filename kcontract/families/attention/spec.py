@@ -110,7 +110,7 @@ class Stress(Strict):
 class Mirror(Strict):
     """Gate 4's integer mirrors."""
 
-    max_keys: int = Field(default=1024, gt=0)  # keys per mirror row, capped so sums stay below 2^24
+    max_keys: int = Field(default=1024, gt=0, le=65536)  # keys per mirror row: 65,536 x 256 stays below 2^24
 
 
 class DecodeSpec(Strict):
