@@ -16,7 +16,7 @@ from kcontract.records.gate5 import check_records
 from kcontract.records.limits import LIMITS, check_launch, limits_for
 from kcontract.records.records import dumps
 from kcontract.errors import EnvironmentProblem
-from kcontract.toolchain.pins import require_pinned, toolchain_id
+from kcontract.toolchain.pins import toolchain_id
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE5 = ROOT / "tests" / "contracts" / "gate5" / "contract.yaml"
@@ -198,20 +198,44 @@ def _gpu_sm() -> str | None:
         return None
 
 
+CARRIED_CACHE = "KCONTRACT_CARRIED_CACHE"  # a cache warmed on the CPU machine and carried to the GPU one
+
+
+def gpu_project(tmp_path: Path, sm: str) -> Path:
+    """The tiny project targeting one SM."""
+    contract = project(tmp_path)
+    contract.write_text(contract.read_text().replace("[sm_80, sm_86, sm_90, sm_120]", f"[{sm}]"))
+    return contract
+
+
+def warm(cache_dir: str, sm: str) -> None:
+    """Compile the GPU test's project for `sm` into cache_dir (run on the CPU machine, then carry the folder)."""
+    import os
+    import tempfile
+
+    os.environ["KCONTRACT_CACHE"] = str(Path(cache_dir).resolve())
+    with tempfile.TemporaryDirectory() as folder:
+        check_records(load_contract(str(gpu_project(Path(folder), sm))), update=True)
+
+
 @pytest.mark.gpu
-def test_loaded_function_matches_its_record_on_a_gpu(tmp_path):
+def test_loaded_function_matches_its_record_on_a_gpu(tmp_path, monkeypatch):
     sm = _gpu_sm()
     if sm is None:
         pytest.skip("no CUDA GPU (or no CuPy): the loaded-attribute check runs on a GPU machine")
-    try:
-        require_pinned()
-    except EnvironmentProblem as problem:
-        pytest.skip(f"the pinned toolchain is not installed here: {problem.message}")
+    import os
+
     import cupy
 
-    contract = project(tmp_path)
-    contract.write_text(contract.read_text().replace("[sm_80, sm_86, sm_90, sm_120]", f"[{sm}]"))
-    report = check_records(load_contract(str(contract)), update=True)
+    if os.environ.get(CARRIED_CACHE):
+        monkeypatch.setenv("KCONTRACT_CACHE", str(Path(os.environ[CARRIED_CACHE]).resolve()))
+    try:
+        report = check_records(load_contract(str(gpu_project(tmp_path, sm))), update=True)
+    except EnvironmentProblem as problem:
+        pytest.skip(f"no cubin for {sm} in the cache and no pinned toolchain to compile one ({problem.message}); "
+                    f"warm a cache with tests.test_records.warm(DIR, '{sm}') and set {CARRIED_CACHE}=DIR")
+    if os.environ.get(CARRIED_CACHE):
+        assert report.build.cached == 1, "the cubins must be the carried ones, compiled on the CPU machine"
     module = next(iter(report.build.modules.values()))
     loaded = cupy.RawModule(path=str(module.cubin_path))
     for role in ("scale", "round"):
