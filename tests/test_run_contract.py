@@ -53,3 +53,12 @@ def test_aborting_and_hanging_kernels_are_reported_and_the_run_goes_on():
     assert "aborts: crashed: worker died (signal SIGABRT)" in proc.stderr
     assert "hangs: timed out: no answer within 8 s" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_kernel_module_that_cannot_be_found_is_a_usage_error_at_its_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((ROOT / "contract.yaml").read_text().replace("tests.doubles.decode:", "tests.doubles.nowhere:"))
+    proc = kcontract("run", "--contract", str(bad), timeout=120)
+    assert proc.returncode == 2
+    assert f"ERROR: {bad}:12: entries[0].kernel.python: an importable module:function" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -71,6 +71,7 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
                    c.timeout or loaded.entry(c.entry).timeout) for c in controls]
     tasks = [t for t in tasks if t.gates]
     refuse_cuda_without_gpu(loaded, tasks)
+    require_python_kernels(loaded, {t.name for t in tasks})
     outcomes = run_tasks(tasks, jobs)
     entry_outcomes = [o for o in outcomes if o.task.kind == "entry"]
     control_outcomes = [o for o in outcomes if o.task.kind == "control"]
@@ -107,6 +108,29 @@ def refuse_cuda_without_gpu(loaded, tasks: list[Task]) -> None:
     cuda = sorted(t.name for t in tasks if kernels[t.name].cuda is not None)
     if cuda:
         cuda_ready(cuda)
+
+
+def require_python_kernels(loaded, names: set[str]) -> None:
+    """Exit 2 before any work when a python kernel's module cannot be found, naming where it is declared."""
+    import importlib.util
+
+    from kcontract.errors import ContractError
+
+    for kind, items in (("entries", loaded.model.entries), ("controls", loaded.model.controls)):
+        for i, item in enumerate(items):
+            target = item.kernel.python
+            if item.name not in names or target is None:
+                continue
+            module = target.partition(":")[0]
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except ImportError:
+                found = False
+            if not found:
+                path = f"{kind}[{i}].kernel.python"
+                raise ContractError(loaded.path, loaded.lines.get(path), path,
+                                    "an importable module:function (run from the repository root or put its "
+                                    "package on PYTHONPATH)", repr(target))
 
 
 def add_launch_records(summary, loaded) -> None:
