@@ -39,5 +39,8 @@ def user_errors(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except KContractError as error:
             fail(error)
+        except KeyboardInterrupt:
+            err.print("interrupted", markup=False)
+            sys.exit(130)
 
     return wrapper
