@@ -10,3 +10,4 @@ class ExitCode(IntEnum):
     FAILED = 1  # the contract failed
     USAGE = 2  # usage or configuration error (bad YAML, bad option)
     ENVIRONMENT = 3  # no GPU where one is needed, toolchain missing
+    INTERRUPTED = 130  # Ctrl-C: every worker ended, nothing written

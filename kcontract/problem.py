@@ -10,22 +10,30 @@ import numpy as np
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """An output buffer the launcher allocates and poisons (NaN in its format) before launch."""
+    """An output buffer the launcher allocates and poisons (NaN in its format) before every launch."""
 
     shape: tuple[int, ...]
-    fmt: str  # "bf16", "fp16", "fp32", or "workspace-fp32" for scratch such as split-K partials
-    check: bool = True  # False for workspace buffers no gate reads
+    fmt: str  # "bf16", "fp16" or "fp32"
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One kernel launch of a call: which symbol role, its grid, and its arguments in parameter order."""
+
+    role: str  # the kernel reference's symbol role, e.g. "partials"
+    grid: tuple[int, int, int]
+    args: tuple[str, ...]  # names of inputs, outputs and scalars, in the kernel's parameter order
 
 
 @dataclass
 class Problem:
-    """One kernel call: ABI input buffers, outputs to allocate, scalar arguments, and a label."""
+    """One kernel call: ABI input buffers, outputs to allocate, typed scalars, launches and a label."""
 
-    label: str
+    label: str  # the call, as reports name it: "linear_3000" or "linear_3000/batch7_last_row0"
     inputs: dict[str, np.ndarray]  # host arrays in ABI dtype (bf16 and fp16 as uint16 bit patterns)
     outputs: dict[str, OutputSpec]
-    scalars: dict[str, Any]  # kernel scalars by ABI name
-    meta: dict[str, Any] = field(default_factory=dict)  # family data the launcher may need (launch shape)
+    scalars: dict[str, np.generic]  # kernel scalars by ABI name, already in their C type (np.int32, np.float32)
+    launches: tuple[KernelLaunch, ...] = ()  # what a compiled kernel runs, in order (python kernels ignore it)
 
 
 @dataclass
@@ -38,12 +46,11 @@ class Expected:
     hi: np.ndarray  # float64 values of RN(hi) in fmt
     center: np.ndarray  # float64 reference before output rounding
     axes: tuple[str, ...]  # coordinate names, one per axis, e.g. ("row", "head", "dim")
-    mask: np.ndarray | None = None  # elements to check; None checks all
 
 
 @dataclass
 class Checked:
-    """A problem and what its output must satisfy; the unit of gates 1, 3 and 4."""
+    """A problem and what its output must satisfy; the unit of the range gates (1, 3, 4)."""
 
     case: str
     problem: Problem

@@ -35,16 +35,10 @@ class FakeSpec(Strict):
 
 
 class _Trivial(Family):
-    """Family methods that produce nothing."""
+    """A family whose gates run its declared cases and check nothing."""
 
-    def case_names(self) -> list[str]:
-        return [case.name for case in self.spec.cases]
-
-    def exactness(self, case: str) -> list:
-        return []
-
-    def invariance(self, case: str) -> list:
-        return []
+    def cases(self, gate: int) -> list[str]:
+        return [case.name for case in self.spec.cases] if gate in self.gates else []
 
 
 class FakeFamily(_Trivial):
@@ -129,8 +123,15 @@ def edit(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
+KERNELS = {"__init__.py": "", "kernels.py": "def decode(**buffers):\n    pass\n",
+           "faults.py": "def merge(**buffers):\n    pass\n"}
+
+
 def write(tmp_path, text: str) -> str:
-    """A contract file holding `text`."""
+    """A contract file holding `text`, beside a package `pkg` with the Python kernels it names."""
+    (tmp_path / "pkg").mkdir(exist_ok=True)
+    for name, code in KERNELS.items():
+        (tmp_path / "pkg" / name).write_text(code)
     path = tmp_path / "contract.yaml"
     path.write_text(text)
     return str(path)
@@ -159,7 +160,7 @@ def test_valid_contract_loads(tmp_path):
     assert (first.name, first.family_name, first.gates, first.line) == ("first", "test.fake", [1, 2], 4)
     assert (second.gates, second.line, second.kernel_label) == ([1], 13, "k.cu")
     assert first.family.spec.weights == (1.0, 2.5) and isinstance(first.family.spec.scale, float)
-    assert first.family.case_names() == ["short"] and first.family.seed == 7
+    assert first.family.cases(1) == ["short"] and first.family.seed == 7
     assert first.kernel_label == "pkg.kernels:decode" and first.timeout == 300.0
     assert [c.name for c in loaded.controls] == ["broken-merge"]
     assert loaded.known_findings[0].entry == "second"
@@ -180,7 +181,7 @@ def test_exponent_floats_are_numbers(tmp_path):
 MISTAKES = [
     # (what, old, new, expected message start, words in the message)
     ("unknown top-level key", "seed: 7\n", "seed: 7\ncolour: red\n",
-     "F:3: colour: unknown key; expected one of: version, seed, targets, entries, controls, known_findings",
+     "F:3: colour: unknown key; expected one of: version, seed, targets, require_receipt, kernels, entries, controls, known_findings",
      ["given: 'colour'"]),
     ("unknown key inside a family case", "        rows: [1, 2]\n", "        rows: [1, 2]\n        row: 3\n",
      "F:11: entries[0].cases[0].row: unknown key; expected one of: name, rows, given: 'row'", []),
@@ -210,7 +211,7 @@ MISTAKES = [
      "F:16: entries[1].gates[0]: one of 1, 2, 3, 4, 5, given: 'one'", []),
     ("gate true", "    gate: 2", "    gate: true", "F:24: controls[0].gate: one of 1, 2, 3, 4, 5, given: True", []),
     ("gate the family cannot feed", "    gates: [1]", "    gates: [1, 3]",
-     "F:16: entries[1].gates[1]: a gate family test.fake feeds (1, 2), given: 3", []),
+     "F:16: entries[1].gates[1]: a gate family test.fake feeds (1, 2, 5), given: 3", []),
     ("control gate its entry does not run", "    entry: first", "    entry: second",
      "F:24: controls[0].gate: a gate entry second runs (1), given: 2", []),
     ("known finding naming a missing entry", "  - entry: second", "  - entry: third",
@@ -346,5 +347,5 @@ class TestAttentionFamily:
         pytest.importorskip("kcontract.families.attention.family")
         loaded = load_contract(write(tmp_path, DECODE.replace("test.decode", "attention.decode")))
         entry = loaded.entries[0]
-        assert entry.family_name == "attention.decode" and entry.family.case_names() == ["ring", "lin"]
+        assert entry.family_name == "attention.decode" and entry.family.cases(1) == ["ring", "lin"]
         assert entry.gates == sorted(type(entry.family).gates)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
+from kcontract.contract.model import KernelRef
 from kcontract.gates import invariance
 from kcontract.gates.context import GateContext
 from kcontract.gates.ranges import RangeTally
@@ -13,14 +16,16 @@ from kcontract.problem import Checked, Expected, InvarianceSet, OutputSpec, Prob
 
 
 class FakeFamily:
-    """Just enough family for GateContext."""
+    """Just enough family for GateContext: one case for every gate."""
 
-    def case_names(self):
+    def cases(self, gate):
         return ["c"]
 
 
-def ctx(launcher=None) -> GateContext:
-    return GateContext(entry="e", family=FakeFamily(), launcher=launcher, seed=1, contract_path="x.yaml")
+def ctx(launcher=None, family=None) -> GateContext:
+    return GateContext(loaded=None, entry=SimpleNamespace(name="e"), family=family or FakeFamily(),
+                       kernel=KernelRef(python="m:f"), seed=1, contract_path="x.yaml",
+                       make_launcher=lambda: launcher)
 
 
 def checked(lo, hi) -> Checked:
@@ -89,10 +94,30 @@ def inv_set(batch_sizes) -> InvarianceSet:
 def test_invariance_gate_flags_any_changed_bit(sizes, passes):
     family = FakeFamily()
     family.invariance = lambda case: [inv_set(sizes)]
-    c = GateContext(entry="e", family=family, launcher=FlipLauncher(), seed=1, contract_path="x.yaml")
-    r = invariance.run(c)
+    r = invariance.run(ctx(FlipLauncher(), family))
     assert r.passed is passes
     assert r.checked == 8 * len(sizes)
     if not passes:
         assert r.worst.coords == {"row": 0, "dim": 3} and "b2" in r.worst.got
         assert "atomics" in r.message
+
+
+class NanBaseLauncher:
+    """Every run writes NaN into one output of row 0 and the same bits everywhere else."""
+
+    def run(self, problem):
+        out = np.full(problem.outputs["out"].shape, 0x3F80, dtype=np.uint16)
+        out[0, 2] = 0x7FFF
+        return {"out": out}
+
+    def run_concurrent(self, problems):
+        return [self.run(p) for p in problems]
+
+
+def test_invariance_counts_add_up_and_nan_in_the_base_fails():
+    family = FakeFamily()
+    family.invariance = lambda case: [inv_set((1, 1, 1))]
+    r = invariance.run(ctx(NanBaseLauncher(), family))
+    assert not r.passed and r.checked == 24 and r.failures == 3 and r.bit_equal == 21
+    assert r.checked == r.bit_equal + r.failures
+    assert r.worst.got == "NaN or unwritten"

@@ -60,7 +60,7 @@ def test_format_constants():
     assert h.min_subnormal == 2.0**-24 and s.min_subnormal == 2.0**-149 and bf.min_subnormal == 2.0**-133
     assert bf.u == 2.0**-8 and h.u == 2.0**-11 and s.u == 2.0**-24
     assert bf.uint is np.uint16 and h.uint is np.uint16 and s.uint is np.uint32
-    assert fmt(bf) is bf and fmt("workspace-fp32") is s and set(FORMATS) == {"bf16", "fp16", "fp32"}
+    assert fmt(bf) is bf and fmt("fp32") is s and set(FORMATS) == {"bf16", "fp16", "fp32"}
     with pytest.raises(ValueError):
         fmt("fp8")
 

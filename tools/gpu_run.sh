@@ -11,7 +11,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 else
   export PYTHONPATH=.
 fi
-export PYTHONUNBUFFERED=1 COLUMNS=160
+export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -m kcontract run --jobs 4 --receipt "$OUT/receipt.json" --json "$OUT/run.json" 2>&1 | tee "$OUT/run.log"
 python3 -m kcontract run --contract tests/contracts/cpu.yaml --jobs 8 --json "$OUT/cpu.json" > "$OUT/cpu.log" 2>&1

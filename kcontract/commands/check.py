@@ -23,7 +23,7 @@ from kcontract.toolchain.units import contract_uses, group_units
 KERNELS_DIR = "kernels"
 
 
-@click.command("check")
+@click.command("check", short_help="Everything that needs no GPU (the CPU CI job).")
 @contract_option
 @click.option("--jobs", type=click.IntRange(1, 64), help="Worker processes for cold compiles.")
 @user_errors
@@ -48,15 +48,19 @@ def check_command(contract_path: str, jobs: int | None) -> None:
 
     report = check_records(loaded, built=built)
     problems += gate5_lines(report)
-    receipts = check_receipts(base)
+    receipts = check_receipts(loaded)
     problems += receipts.stale
+    compiles = len(units) * len(loaded.targets)
+    records = len(report.rows)
+    if compiles == 0 and records == 0 and not loaded.controls:
+        problems.append("nothing to check: no CUDA kernel compiled, no launch record, no control; a check that "
+                        "checked nothing proves nothing (register a CUDA kernel in the contract)")
 
     for line in problems:
         out.print(f"FAIL {line}", markup=False)
     for line in control_lines(report):
         out.print(line, markup=False)
     entries, controls = len(loaded.entries), len(loaded.controls)
-    compiles = len(units) * len(loaded.targets)
     passed = not problems
     out.print(f"SUMMARY check {'passed' if passed else 'FAILED'}: contract valid ({entries} entries, {controls} "
               f"controls); {len(found)} __global__ in {KERNELS_DIR}/, {len(missing)} unregistered; "
@@ -71,12 +75,12 @@ def check_command(contract_path: str, jobs: int | None) -> None:
 def _require_sources(loaded, contract_path: str) -> None:
     """Every CUDA source the contract names exists; else a ContractError at its line."""
     base = Path(contract_path).resolve().parent
-    for kind, items in (("entries", loaded.model.entries), ("controls", loaded.model.controls)):
-        for i, item in enumerate(items):
+    for kind, items in (("entries", loaded.entries), ("controls", loaded.controls)):
+        for item in items:
             kernel = item.kernel.cuda
             if kernel is not None and not (base / kernel.source).is_file():
-                path = f"{kind}[{i}].kernel.cuda.source"
-                raise ContractError(contract_path, loaded.lines.get(path), path,
+                path = f"{kind}[{item.index}].kernel"
+                raise ContractError(contract_path, loaded.lines.get(path), path + ".cuda.source",
                                     f"an existing CUDA source, relative to {base}", repr(kernel.source))
 
 

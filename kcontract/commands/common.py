@@ -1,15 +1,18 @@
-"""Pieces every command shares: the --contract option, consoles and the error helper."""
+"""Pieces every command shares: the --contract option, consoles, output paths and the error helper."""
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
+from pathlib import Path
 from typing import Callable
 
 import click
 from rich.console import Console
 
-from kcontract.errors import KContractError
+from kcontract.errors import KContractError, UsageError
+from kcontract.exitcodes import ExitCode
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -24,6 +27,37 @@ contract_option = click.option(
 )
 
 
+class Jobs(click.ParamType):
+    """A worker count from 1 to 64, or `auto`."""
+
+    name = "N|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "auto":
+            return value
+        if str(value).isdigit() and 1 <= int(value) <= 64:
+            return int(value)
+        self.fail(f"{value!r} is not a worker count from 1 to 64 or 'auto'", param, ctx)
+
+
+def require_writable(**paths: str | None) -> None:
+    """Refuse, before any work, an output path that cannot be written (`--json x/y` under a file, say)."""
+    for option, path in paths.items():
+        if not path:
+            continue
+        target = Path(path)
+        flag = f"--{option}"
+        if target.is_dir():
+            raise UsageError(f"{flag} {path}: is a directory; give a file name")
+        parent = target.parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UsageError(f"{flag} {path}: cannot create its folder ({error.strerror})") from None
+        if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+            raise UsageError(f"{flag} {path}: not writable")
+
+
 def fail(error: KContractError) -> None:
     """Print `ERROR: ...` on stderr and exit with the error's code."""
     err.print(f"ERROR: {error.message}", markup=False)
@@ -31,7 +65,7 @@ def fail(error: KContractError) -> None:
 
 
 def user_errors(fn: Callable) -> Callable:
-    """Turn KContractError into `ERROR: ...` and its exit code, with no traceback."""
+    """Turn KContractError into `ERROR: ...` and its exit code, Ctrl-C into one line and 130; no traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -41,6 +75,6 @@ def user_errors(fn: Callable) -> Callable:
             fail(error)
         except KeyboardInterrupt:
             err.print("interrupted", markup=False)
-            sys.exit(130)
+            sys.exit(int(ExitCode.INTERRUPTED))
 
     return wrapper

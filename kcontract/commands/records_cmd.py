@@ -20,7 +20,7 @@ from kcontract.exitcodes import ExitCode
 from kcontract.records.gate5 import check_records
 
 
-@click.command("records")
+@click.command("records", short_help="Gate 5's launch records (--update rewrites).")
 @contract_option
 @click.option("--update", is_flag=True, help="Rewrite records/ and records/baseline.json, and print what changed.")
 @click.option("--jobs", type=click.IntRange(1, 64), help="Worker processes for cold compiles.")

@@ -1,172 +1,81 @@
-"""`kcontract run`: every entry through gates 1-4, every control, then the SUMMARY line."""
+"""`kcontract run`: every entry through its gates, every control, then the SUMMARY line."""
 
 from __future__ import annotations
 
-import fnmatch
 import sys
+import time
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kcontract.commands.common import contract_option, err, out, user_errors
+from kcontract.commands.common import Jobs, contract_option, err, out, require_writable, user_errors
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
+from kcontract.launch import cuda_ready
 from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
+from kcontract.report.progress import RunProgress
 from kcontract.report.receipt import build_receipt
-from kcontract.report.summary import summarise
 from kcontract.report.tables import control_table, entry_table, print_failures
-from kcontract.runner.outcome import Task
-from kcontract.runner.pool import in_process, run_in_workers
+from kcontract.runner.plan import Selection, plan_tasks
+from kcontract.runner.session import auto_jobs, run_contract, work_units
 
-RANGE_GATES = (1, 2, 3, 4)
+NEEDS_DEVICE = (1, 2, 3, 4)  # gates that launch kernels; gate 5 compiles and compares records only
 
 
-@click.command("run")
+@click.command("run", short_help="Run every gate and control; print SUMMARY.")
 @contract_option
 @click.option("--only", "only", multiple=True, help="Run entries matching this glob (repeatable).")
 @click.option("--control", "control_names", multiple=True, help="Run only this control (repeatable).")
 @click.option("--gate", "gate", type=click.IntRange(1, 5), help="Run only this gate.")
-@click.option("--case", "case", help="Run only this case of the entry.")
+@click.option("--case", "case", help="Run only this case (a gate's case, as replay commands name it).")
 @click.option("--seed", "seed", type=click.IntRange(0, 2**63 - 1), help="Override the contract's seed.")
 @click.option("--no-controls", is_flag=True, help="Skip the planted-fault controls.")
-@click.option("--jobs", "jobs", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Worker processes running entries side by side.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full results as JSON.")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML for CI dashboards.")
-@click.option("--receipt", "receipt_path", type=click.Path(dir_okay=False),
-              help="Write a receipt: environment, source hashes, results (commit it under receipts/).")
+@click.option("--jobs", "jobs", type=Jobs(), default=1, show_default=True,
+              help="Worker processes running entries side by side, or 'auto'.")
+@click.option("--json", "json_path", help="Write the full results as JSON.")
+@click.option("--junit", "junit_path", help="Write JUnit XML for CI dashboards.")
+@click.option("--receipt", "receipt_path",
+              help="Write a receipt of the whole contract (commit it under receipts/).")
+@click.option("--verbose", "-v", is_flag=True, help="Tracebacks of failing kernels and every control's evidence.")
 @user_errors
 def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
-                receipt_path) -> None:
-    """Run the contract: gates 1-4 per entry, each control at its gate, and print the SUMMARY line."""
+                receipt_path, verbose) -> None:
+    """Run the contract: each entry's gates, each control at its gate, and print the SUMMARY line."""
+    started = time.monotonic()
     loaded = load_contract(contract_path)
-    seed = loaded.seed if seed is None else seed
-    entries = [e for e in loaded.entries if not only or any(fnmatch.fnmatch(e.name, g) for g in only)]
-    if control_names:
-        entries = []
-    if only and not entries:
-        raise UsageError(f"--only {' '.join(only)} matches no entry; entries: "
-                         f"{', '.join(e.name for e in loaded.entries[:8])}")
-    names = {e.name for e in entries}
-    controls = [] if no_controls else [c for c in loaded.controls
-                                       if (c.name in control_names) or (not control_names and c.entry in names)]
-    if gate is not None:
-        controls = [c for c in controls if c.gate == gate or c.name in control_names]
-    missing = set(control_names) - {c.name for c in loaded.controls}
-    if missing:
-        raise UsageError(f"--control {', '.join(sorted(missing))}: no such control in {contract_path}")
-    if case is not None:
-        for e in entries + [loaded.entry(c.entry) for c in controls]:
-            if case not in e.family.case_names():
-                raise UsageError(f"--case {case}: entry {e.name} has no such case; cases: "
-                                 f"{', '.join(e.family.case_names())}")
-
-    def gates_for(entry_gates: list[int]) -> list[int]:
-        chosen = [g for g in entry_gates if g in RANGE_GATES]
-        return [g for g in chosen if g == gate] if gate else chosen
-
-    tasks = [Task("entry", e.name, e.name, contract_path, gates_for(e.gates), seed, case, e.timeout) for e in entries]
-    tasks += [Task("control", c.name, c.entry, contract_path, gates_for(loaded.entry(c.entry).gates), seed, case,
-                   c.timeout or loaded.entry(c.entry).timeout) for c in controls]
-    tasks = [t for t in tasks if t.gates]
-    refuse_cuda_without_gpu(loaded, tasks)
-    require_python_kernels(loaded, {t.name for t in tasks})
-    outcomes = run_tasks(tasks, jobs)
-    entry_outcomes = [o for o in outcomes if o.task.kind == "entry"]
-    control_outcomes = [o for o in outcomes if o.task.kind == "control"]
-    planted = {c.name: c.gate for c in loaded.controls}
-    summary = summarise(entry_outcomes, control_outcomes, loaded.known_findings, planted)
-    if gate in (None, 5) and not control_names:
-        add_launch_records(summary, loaded)
-    if entry_outcomes:
-        out.print(entry_table(entry_outcomes))
-    if control_outcomes:
-        out.print(control_table(control_outcomes, planted))
-    print_failures(err, entry_outcomes)
-    print_failures(err, control_outcomes, kind="control")
+    selection = Selection(tuple(only), tuple(control_names), gate, case, seed, no_controls)
+    require_writable(json=json_path, junit=junit_path, receipt=receipt_path)
+    if receipt_path and selection.partial:
+        raise UsageError("--receipt attests the whole contract: drop --only, --control, --gate, --case and "
+                         "--no-controls")
+    tasks = plan_tasks(loaded, contract_path, selection)
+    kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
+    on_gpu = sorted({t.name for t in tasks if kernels[t.name].launcher() != "python"
+                     and any(g in NEEDS_DEVICE for g in t.gates)})
+    if on_gpu:
+        cuda_ready(on_gpu)
+    with RunProgress(out, work_units(loaded, tasks)) as progress:
+        result = run_contract(loaded, tasks, auto_jobs() if jobs == "auto" else jobs, progress.step, progress.done,
+                              whole=not selection.partial)
+    summary = result.summary
+    if out.is_terminal:
+        if result.entries:
+            out.print(entry_table(result.entries))
+        if result.controls:
+            out.print(control_table(result.controls, result.planted))
+    print_failures(err, result.entries, verbose=verbose)
+    print_failures(err, result.controls, planted=result.planted, verbose=verbose)
+    for note in summary.notes:
+        err.print(f"gate 5: {note}", markup=False)
     for finding in summary.stale_known:
         err.print(f"known finding {finding} passes now: remove it from known_findings in {contract_path}",
                   markup=False)
-    document = run_document(entry_outcomes, control_outcomes, summary)
+    document = run_document(result.entries, result.controls, summary, result.planted)
     if json_path:
         write_json(json_path, document)
     if junit_path:
-        write_junit(junit_path, junit_document(entry_outcomes, control_outcomes, planted, summary))
+        write_junit(junit_path, junit_document(result.entries, result.controls, result.planted, summary))
     if receipt_path:
-        names = {t.name for t in tasks}
-        write_json(receipt_path, build_receipt(loaded, document, names, seed))
+        write_json(receipt_path, build_receipt(loaded, document, tasks[0].seed, time.monotonic() - started))
     out.print(summary.line(), markup=False)
     sys.exit(int(summary.exit_code))
-
-
-def refuse_cuda_without_gpu(loaded, tasks: list[Task]) -> None:
-    """Exit 3 before any work when a CUDA kernel would run and no GPU launcher is available."""
-    from kcontract.launch import cuda_ready
-
-    kernels = {c.name: c.kernel for c in loaded.controls} | {e.name: e.kernel for e in loaded.entries}
-    cuda = sorted(t.name for t in tasks if kernels[t.name].cuda is not None)
-    if cuda:
-        cuda_ready(cuda)
-
-
-def require_python_kernels(loaded, names: set[str]) -> None:
-    """Exit 2 before any work when a python kernel's module cannot be found, naming where it is declared."""
-    import importlib.util
-
-    from kcontract.errors import ContractError
-
-    for kind, items in (("entries", loaded.model.entries), ("controls", loaded.model.controls)):
-        for i, item in enumerate(items):
-            target = item.kernel.python
-            if item.name not in names or target is None:
-                continue
-            module = target.partition(":")[0]
-            try:
-                found = importlib.util.find_spec(module) is not None
-            except ImportError:
-                found = False
-            if not found:
-                path = f"{kind}[{i}].kernel.python"
-                raise ContractError(loaded.path, loaded.lines.get(path), path,
-                                    "an importable module:function (run from the repository root or put its "
-                                    "package on PYTHONPATH)", repr(target))
-
-
-def add_launch_records(summary, loaded) -> None:
-    """Gate 5 for CUDA entries: limit problems, record currency and gate-5 controls join the summary."""
-    from kcontract.records.gate5 import check_records
-    from kcontract.toolchain.units import contract_uses
-
-    if not contract_uses(loaded):
-        return
-    report = check_records(loaded)
-    summary.limit_problems = len(report.problems)
-    summary.limits_ok = report.passed
-    summary.controls += len(report.controls)
-    summary.red += sum(c.red for c in report.controls)
-    summary.missed += len(report.missed_controls)
-    summary.missed_controls += [c.name for c in report.missed_controls]
-    for line in report.notes + report.errors:
-        err.print(f"gate 5: {line}", markup=False)
-
-
-def run_tasks(tasks: list[Task], jobs: int = 1):
-    """Run tasks in worker processes with a progress bar; in-process when KCONTRACT_IN_PROCESS=1."""
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as progress:
-        bar = progress.add_task("kcontract run", total=len(tasks))
-
-        def done(task: Task) -> None:
-            progress.update(bar, description=f"done {task.kind} {task.name}")
-            progress.advance(bar)
-
-        if in_process():
-            from kcontract.runner.execute import execute
-
-            outcomes = []
-            for task in tasks:
-                outcomes.append(execute(task))
-                done(task)
-            return outcomes
-        return run_in_workers(tasks, jobs, done)

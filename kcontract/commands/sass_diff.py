@@ -24,7 +24,7 @@ def _sm(value: str) -> str:
     return f"sm_{m.group(1)}"
 
 
-@click.command("sass-diff")
+@click.command("sass-diff", short_help="Which kernels' machine code changed.")
 @contract_option
 @click.option("--base", "base", default="HEAD", show_default=True, help="The revision to compare against.")
 @click.option("--head", "head", default=None, help="The revision to compare (default: the working tree).")

@@ -1,29 +1,44 @@
-"""A contract after validation: entries with their family objects resolved."""
+"""A contract after validation: entries with their family objects and kernels resolved."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kcontract.contract.model import Contract, Control, KernelRef, KnownFinding
+from kcontract.contract.model import Contract, KernelRef, KnownFinding
 from kcontract.families.base import Family
 
 
 @dataclass
 class LoadedEntry:
-    """One validated entry: its family instance (spec parsed) and resolved gate list."""
+    """One validated entry: its family instance (spec parsed), resolved kernel and gate list."""
 
     name: str
     family_name: str
     family: Family
-    kernel: KernelRef
+    kernel: KernelRef  # named kernels looked up, symbol placeholders filled in
     gates: list[int]
     timeout: float
     line: int | None = None  # where the entry starts in the contract file
+    index: int = 0  # position in the file's `entries`
 
     @property
     def kernel_label(self) -> str:
         """`module:function` or `source.cu` for tables."""
-        return self.kernel.python if self.kernel.python is not None else self.kernel.cuda.source
+        return self.kernel.label
+
+
+@dataclass
+class LoadedControl:
+    """One validated control: the entry it stands in for, its resolved kernel and planted gate."""
+
+    name: str
+    entry: str
+    kernel: KernelRef
+    gate: int
+    fault: str
+    timeout: float | None
+    line: int | None = None
+    index: int = 0
 
 
 @dataclass
@@ -33,7 +48,7 @@ class LoadedContract:
     path: str
     model: Contract
     entries: list[LoadedEntry]
-    controls: list[Control] = field(default_factory=list)
+    controls: list[LoadedControl] = field(default_factory=list)
     known_findings: list[KnownFinding] = field(default_factory=list)
     lines: dict[str, int] = field(default_factory=dict)  # field path ("entries[0].cases[1]") -> line
 
@@ -52,4 +67,11 @@ class LoadedContract:
         for entry in self.entries:
             if entry.name == name:
                 return entry
+        raise KeyError(name)
+
+    def control(self, name: str) -> LoadedControl:
+        """The control called `name` (KeyError if absent)."""
+        for control in self.controls:
+            if control.name == name:
+                return control
         raise KeyError(name)

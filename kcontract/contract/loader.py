@@ -9,11 +9,14 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from kcontract.contract.loaded import LoadedContract, LoadedEntry
+from kcontract.contract.imports import add_import_roots
+from kcontract.contract.kernels import fill_symbols, instance_problem, python_kernel_problem
+from kcontract.contract.loaded import LoadedContract, LoadedControl, LoadedEntry
 from kcontract.contract.model import Contract, Entry, KernelRef
 from kcontract.contract.yaml_lines import join, line_of, load_yaml
 from kcontract.errors import ContractError
 from kcontract.families.base import Family, family_class, family_names
+from kcontract.machine import physical_memory, size_text
 
 Parts = list  # a field path as keys and indices: ["entries", 2, "cases", 0, "rows"]
 
@@ -40,9 +43,11 @@ _PATTERNS = {
 _TYPE_TAGS = {"str", "int", "float", "bool", "none", "bytes", "list", "dict", "tuple"}
 
 
-def load_contract(path: str) -> LoadedContract:
-    """Parse, validate and resolve a contract file."""
-    doc = load_yaml(path, _read(path))
+def load_contract(path: str, *, import_kernels: bool = True) -> LoadedContract:
+    """Parse, validate and resolve a contract file; Python kernels are imported and checked unless told not to."""
+    text = _read(path)
+    add_import_roots(path)
+    doc = load_yaml(path, text)
     data, lines = doc.data, doc.lines
     if data is None:
         raise ContractError(path, None, "", "a contract; the file is empty (expected version, seed and entries)")
@@ -53,7 +58,7 @@ def load_contract(path: str) -> LoadedContract:
     model = problems.validate(Contract, data, [])
     specs = _family_specs(problems, data)
     problems.raise_first()
-    loaded = _resolve(problems, model, specs, lines)
+    loaded = _resolve(problems, model, specs, lines, import_kernels)
     problems.raise_first()
     return loaded
 
@@ -96,73 +101,151 @@ def _family_specs(problems: _Problems, data: dict) -> dict[int, tuple[type[Famil
     return specs
 
 
-def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str, int]) -> LoadedContract:
-    """Family instances, gate lists and the cross-checks between entries, controls and findings."""
+def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str, int],
+             import_kernels: bool) -> LoadedContract:
+    """Family instances, kernels, gate lists and the cross-checks between entries, controls and findings."""
     entries: list[LoadedEntry] = []
     first_line: dict[str, int | None] = {}
     gates_of: dict[str, list[int]] = {}
+    memory = physical_memory()
     for i, entry in enumerate(model.entries):
         base = ["entries", i]
         cls, spec = specs[i]
-        _check_kernel(problems, entry.kernel, base + ["kernel"])
         if entry.name in first_line:
             problems.add(base + ["name"], f"each entry name once (first at line {first_line[entry.name]})",
                          _show(entry.name))
             continue
         first_line[entry.name] = line_of(lines, base)
-        gates = gates_of[entry.name] = _gates(problems, entry, cls, base)
         try:
             family = cls(entry.name, spec, model.seed)
         except ValueError as error:
             problems.add(base, str(error))
             continue
-        entries.append(LoadedEntry(entry.name, entry.family, family, entry.kernel, gates, entry.timeout,
-                                   line_of(lines, base)))
-    _check_controls(problems, model, gates_of, lines)
+        kernel = _kernel(problems, model, entry.kernel, family, base, import_kernels)
+        if kernel is None:
+            gates_of[entry.name] = sorted(set(cls.gates) | {5})  # so its controls are not reported as well
+            continue
+        gates = gates_of[entry.name] = _gates(problems, entry, cls, kernel, base)
+        _check_cases(problems, family, kernel, base, memory)
+        entries.append(LoadedEntry(entry.name, entry.family, family, kernel, gates, entry.timeout,
+                                   line_of(lines, base), i))
+    controls = _controls(problems, model, entries, gates_of, lines, import_kernels)
     _check_findings(problems, model, gates_of)
-    return LoadedContract(problems.file, model, entries, list(model.controls), list(model.known_findings),
-                          dict(lines))
+    return LoadedContract(problems.file, model, entries, controls, list(model.known_findings), dict(lines))
 
 
-def _check_kernel(problems: _Problems, kernel: KernelRef, parts: Parts) -> None:
-    """A kernel reference names exactly one of python or cuda."""
-    both = kernel.python is not None and kernel.cuda is not None
-    if both or (kernel.python is None and kernel.cuda is None):
+def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: Family, base: Parts,
+            import_kernels: bool) -> KernelRef | None:
+    """The entry's or control's kernel: a named one looked up, placeholders filled, Python kernels checked."""
+    parts = base + ["kernel"]
+    if isinstance(ref, str):
+        if ref not in model.kernels:
+            problems.add(parts, f"a kernel named under `kernels` (one of: {_few(model.kernels)})", _show(ref))
+            return None
+        ref = model.kernels[ref]
+    both = ref.python is not None and ref.cuda is not None
+    if both or (ref.python is None and ref.cuda is None):
         problems.add(parts, "exactly one of `python` or `cuda`", "both" if both else "neither")
+        return None
+    if ref.cuda is not None:
+        if ref.device:
+            problems.add(parts + ["device"], "`device` only with a `python` kernel", "true")
+        cuda, why = fill_symbols(ref.cuda, family.template_args())
+        if why:
+            problems.add(parts + ["cuda", "symbols"], why)
+            return None
+        return ref.model_copy(update={"cuda": cuda})
+    if import_kernels:
+        why = python_kernel_problem(ref, type(family).abi)
+        if why:
+            problems.add(parts + ["python"], why, _show(ref.python))
+            return None
+    return ref
 
 
-def _gates(problems: _Problems, entry: Entry, cls: type[Family], base: Parts) -> list[int]:
-    """The entry's gates: its own list checked against what the family feeds, or the family's default."""
+def _gates(problems: _Problems, entry: Entry, cls: type[Family], kernel: KernelRef, base: Parts) -> list[int]:
+    """The entry's gates: its own list checked against what family and kernel feed, or all of those."""
+    fed = sorted(set(cls.gates) | ({5} if kernel.cuda is not None else set()))
     if entry.gates is None:
-        return sorted(cls.gates)
+        return fed
     if not entry.gates:
         problems.add(base + ["gates"], "at least one gate (leave `gates` out to run every gate the family feeds)",
                      "[]")
     for j, gate in enumerate(entry.gates):
-        if gate not in cls.gates:
-            problems.add(base + ["gates", j], f"a gate family {cls.name} feeds ({_few(cls.gates)})", _show(gate))
+        if gate == 5 and kernel.cuda is None:
+            problems.add(base + ["gates", j], "gate 5 only with a CUDA kernel (it checks compiled launch records)",
+                         _show(gate))
+        elif gate not in fed:
+            problems.add(base + ["gates", j], f"a gate family {cls.name} feeds ({_few(fed)})", _show(gate))
         elif gate in entry.gates[:j]:
             problems.add(base + ["gates", j], "each gate once", _show(gate))
-    return sorted({gate for gate in entry.gates if gate in cls.gates})
+    return sorted({gate for gate in entry.gates if gate in fed})
 
 
-def _check_controls(problems: _Problems, model: Contract, gates_of: dict[str, list[int]],
-                    lines: dict[str, int]) -> None:
-    """Controls: unique names, an existing entry, a gate that entry runs."""
+def _check_cases(problems: _Problems, family: Family, kernel: KernelRef, base: Parts, memory: int) -> None:
+    """Every case is an instance the CUDA kernel supports and fits in this machine's memory."""
+    names = family.cases(1) if 1 in type(family).gates else []
+    args = family.template_args()
+    if kernel.cuda is not None:
+        for name in names or [None]:
+            traits = {**args, **(family.case_traits(name) if name is not None else {})}
+            why = instance_problem(kernel.cuda, traits)
+            if why:
+                at = _case_parts(family, name)
+                problems.add(base + at, why)
+                break
+    for name in names:
+        need = family.case_bytes(name)
+        if memory and need > memory:
+            problems.add(base + _case_parts(family, name),
+                         f"a case that fits in memory: its largest call needs at least {size_text(need)} "
+                         f"({need:,} bytes) and this machine has {size_text(memory)}; shorten the cache or "
+                         f"use fewer rows")
+
+
+def _case_parts(family: Family, name: str | None) -> Parts:
+    """The field path of a case within its entry, where the family's spec lists cases."""
+    cases = getattr(family.spec, "cases", None)
+    if name is None or cases is None:
+        return []
+    for k, case in enumerate(cases):
+        if getattr(case, "name", None) == name:
+            return ["cases", k]
+    return []
+
+
+def _controls(problems: _Problems, model: Contract, entries: list[LoadedEntry], gates_of: dict[str, list[int]],
+              lines: dict[str, int], import_kernels: bool) -> list[LoadedControl]:
+    """Controls: unique names, an existing entry, a gate that entry runs, a kernel that resolves."""
     first_line: dict[str, int | None] = {}
+    by_name = {e.name: e for e in entries}
+    loaded: list[LoadedControl] = []
     for k, control in enumerate(model.controls):
         base = ["controls", k]
-        _check_kernel(problems, control.kernel, base + ["kernel"])
         if control.name in first_line:
             problems.add(base + ["name"], f"each control name once (first at line {first_line[control.name]})",
                          _show(control.name))
-        else:
-            first_line[control.name] = line_of(lines, base)
+            continue
+        first_line[control.name] = line_of(lines, base)
         if control.entry not in gates_of:
             problems.add(base + ["entry"], f"an entry name (one of: {_few(gates_of)})", _show(control.entry))
-        elif control.gate not in gates_of[control.entry]:
+            continue
+        if control.gate not in gates_of[control.entry]:
             problems.add(base + ["gate"], f"a gate entry {control.entry} runs ({_few(gates_of[control.entry])})",
                          _show(control.gate))
+            continue
+        entry = by_name.get(control.entry)
+        if entry is None:
+            continue  # its entry's own error is reported
+        kernel = _kernel(problems, model, control.kernel, entry.family, base, import_kernels)
+        if kernel is None:
+            continue
+        if control.gate == 5 and kernel.cuda is None:
+            problems.add(base + ["gate"], "a gate-5 control with a CUDA kernel", _show(control.gate))
+            continue
+        loaded.append(LoadedControl(control.name, control.entry, kernel, control.gate, control.fault,
+                                    control.timeout, line_of(lines, base), k))
+    return loaded
 
 
 def _check_findings(problems: _Problems, model: Contract, gates_of: dict[str, list[int]]) -> None:

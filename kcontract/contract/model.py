@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 DEFAULT_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121")
 GateNumber = Literal[1, 2, 3, 4, 5]
+PYTHON_TARGET = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 
 
 class Strict(BaseModel):
@@ -16,29 +17,49 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class PythonKernel(Strict):
-    """A kernel reachable from Python: `module:function`, called with the family's ABI buffers."""
+class LaunchShape(Strict):
+    """How one symbol is launched: threads per block and dynamic shared memory in bytes."""
 
-    python: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    threads: int = Field(gt=0, le=1024)
+    dynamic_smem: int = Field(default=0, ge=0, le=1 << 20)
 
 
 class CudaKernel(Strict):
-    """A CUDA kernel: its source file and the family's symbols (template instantiations)."""
+    """A CUDA kernel: its source, its symbols (template instantiations), options, launches and instances.
+
+    Symbols may name the family's template arguments as {placeholders} ("decode<{head_dim}, {group}>");
+    `instances` lists the argument values the source supports, so other shapes are refused at load time.
+    """
 
     source: str
     symbols: dict[str, str]  # ABI role (e.g. partials, merge) -> name expression
     options: list[str] = []
+    launch: dict[str, LaunchShape] = {}  # per role, overriding the family's default launch shape
+    instances: list[dict[str, list[int | str]]] = []  # allowed template-argument and case-trait values
 
 
 class KernelRef(Strict):
     """Which kernel runs: exactly one of `python` or `cuda`."""
 
-    python: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    python: str | None = Field(default=None, pattern=PYTHON_TARGET)
+    device: bool = False  # a Python kernel that takes CuPy device arrays instead of numpy ones
     cuda: CudaKernel | None = None
 
     def launcher(self) -> str:
         """The launcher kind this reference needs."""
-        return "python" if self.python is not None else "cuda"
+        if self.python is not None:
+            return "device" if self.device else "python"
+        return "cuda"
+
+    @property
+    def label(self) -> str:
+        """`module:function` or the CUDA source, for tables and messages."""
+        return self.python if self.python is not None else self.cuda.source
+
+
+KernelField = Annotated[Union[Annotated[KernelRef, Tag("kernel-ref")], Annotated[str, Tag("kernel-name")]],
+                        Discriminator(lambda v: "kernel-name" if isinstance(v, str) else "kernel-ref")]
+# a reference, or the name of one under the contract's `kernels` (tags with '-' never show in field paths)
 
 
 class Entry(BaseModel):
@@ -48,14 +69,10 @@ class Entry(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     family: str
-    kernel: KernelRef
-    gates: list[GateNumber] | None = None  # default: every gate the family feeds
-    timeout: float = Field(default=300.0, gt=0)  # seconds for the whole entry in its worker
+    kernel: KernelField
+    gates: list[GateNumber] | None = None  # default: every gate the family and kernel feed
+    timeout: float = Field(default=300.0, gt=0, le=86400)  # seconds for the whole entry in its worker
     description: str = ""
-
-    def family_fields(self) -> dict[str, Any]:
-        """The keys left for the family's Spec."""
-        return dict(self.model_extra or {})
 
 
 class Control(Strict):
@@ -63,10 +80,10 @@ class Control(Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     entry: str
-    kernel: KernelRef
+    kernel: KernelField
     gate: GateNumber
     fault: str  # what was planted, one line
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, le=86400)
 
 
 class KnownFinding(Strict):
@@ -83,6 +100,8 @@ class Contract(Strict):
     version: Literal[1]
     seed: int = Field(ge=0, lt=2**63)
     targets: list[str] = list(DEFAULT_TARGETS)
+    require_receipt: bool = False  # `check` fails unless a current GPU receipt covers this contract
+    kernels: dict[str, KernelRef] = {}  # named kernel references that entries and controls may use by name
     entries: list[Entry] = Field(min_length=1)
     controls: list[Control] = []
     known_findings: list[KnownFinding] = []

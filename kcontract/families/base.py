@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from abc import ABC, abstractmethod
+from abc import ABC
+from collections.abc import Iterable
 from typing import ClassVar
 
 from pydantic import BaseModel
@@ -13,38 +14,48 @@ from kcontract.problem import Checked, InvarianceSet
 
 
 class Family(ABC):
-    """A group of kernels sharing an ABI and mathematics: inputs, float64 reference, variant runs."""
+    """A group of kernels sharing an ABI and mathematics: inputs, float64 reference, variant runs.
+
+    Gates talk to a family through three questions: which cases a gate runs (`cases`), the checked
+    problems of a range gate's case (`checks`), and the invariance sets of gate 2's case (`invariance`).
+    A family feeds the gates it lists in `gates`; gate 5 (launch records) needs only `launch_shapes`.
+    """
 
     name: ClassVar[str]  # the `family:` value in contract.yaml
     Spec: ClassVar[type[BaseModel]]  # the family's own YAML fields (shape, arithmetic, values, cases)
-    gates: ClassVar[tuple[int, ...]]  # gates this family can feed, the default for its entries
+    gates: ClassVar[tuple[int, ...]]  # gates 1-4 this family feeds, the default for its entries
+    abi: ClassVar[tuple[str, ...]] = ()  # argument names a Python kernel is called with, by keyword
 
     def __init__(self, entry: str, spec: BaseModel, seed: int):
         self.entry, self.spec, self.seed = entry, spec, seed
 
-    @abstractmethod
-    def case_names(self) -> list[str]:
-        """The entry's declared cases, in order."""
-
-    @abstractmethod
-    def exactness(self, case: str) -> list[Checked]:
-        """Gate 1: realistic inputs for a case with rigorous per-output ranges."""
-
-    @abstractmethod
-    def invariance(self, case: str) -> list[InvarianceSet]:
-        """Gate 2: a base run and variant runs that must give each base row's bits."""
-
-    def merge_stress(self) -> list[Checked]:
-        """Gate 3: inputs whose chunk maxima differ wildly, with gate 1's ranges."""
+    def cases(self, gate: int) -> list[str]:
+        """The cases `gate` runs for this entry, in order (`--case` and replay commands name them)."""
         return []
 
-    def mirrors(self) -> list[Checked]:
-        """Gate 4: inputs on which all arithmetic is exact, with exact expectations."""
+    def checks(self, gate: int, case: str) -> Iterable[Checked]:
+        """A range gate's problems for one case, each with per-output ranges."""
+        return []
+
+    def invariance(self, case: str) -> Iterable[InvarianceSet]:
+        """Gate 2: a base run and variant runs that must give each base row's bits."""
         return []
 
     def launch_shapes(self) -> list[dict]:
-        """Gate 5: each kernel symbol's launch shape (threads, dynamic shared memory) for its records."""
+        """Gate 5: each kernel symbol's default launch shape ({"symbol", "threads", "dynamic_smem"})."""
         return []
+
+    def template_args(self) -> dict[str, int]:
+        """Values a CUDA kernel reference's symbols may name as {placeholders}, e.g. {"head_dim": 512}."""
+        return {}
+
+    def case_traits(self, case: str) -> dict[str, object]:
+        """Facts about a case a kernel's `instances` may restrict, e.g. {"window": "ring"}."""
+        return {}
+
+    def case_bytes(self, case: str) -> int:
+        """Host bytes the largest call of a case needs (inputs, outputs, reference), for load-time refusal."""
+        return 0
 
 
 _REGISTRY: dict[str, type[Family]] = {}

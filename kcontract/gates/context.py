@@ -1,9 +1,13 @@
-"""What a gate gets: the entry's family, a launcher, the seed and the replay command."""
+"""What a gate gets: the entry and its family, the kernel under test, a launcher, the seed and progress."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, field
+from typing import Callable
 
+from kcontract.contract.loaded import LoadedContract, LoadedEntry
+from kcontract.contract.model import KernelRef
 from kcontract.families.base import Family
 from kcontract.launch.base import Launcher
 
@@ -12,21 +16,43 @@ from kcontract.launch.base import Launcher
 class GateContext:
     """One entry (or a control standing in for it) under test."""
 
-    entry: str
+    loaded: LoadedContract
+    entry: LoadedEntry
     family: Family
-    launcher: Launcher
+    kernel: KernelRef  # the entry's kernel, or the control's standing in for it
     seed: int
-    contract_path: str
+    contract_path: str  # as the user wrote it, for replay commands
     case: str | None = None  # only this case, when given
     control: str | None = None  # the control standing in for the entry's kernel, if any
+    make_launcher: Callable[[], Launcher] | None = None
+    progress: Callable[[int, str], None] = lambda gate, case: None  # called after each case of a gate
+    _launcher: Launcher | None = field(default=None, repr=False)
 
-    def cases(self) -> list[str]:
-        """The cases to run."""
-        names = self.family.case_names()
-        return [self.case] if self.case is not None else names
+    @property
+    def launcher(self) -> Launcher:
+        """The kernel's launcher, made on first use (gate 5 needs none)."""
+        if self._launcher is None:
+            self._launcher = self.make_launcher()
+        return self._launcher
+
+    def loaded_attribute_mismatches(self) -> list[str]:
+        """On a GPU: where the loaded functions' attributes differ from the record for the device's SM."""
+        from kcontract.launch import gpu_present
+
+        if self.make_launcher is None or self.kernel.cuda is None or not gpu_present():
+            return []
+        return self.launcher.attribute_mismatches(self.loaded, self.entry.name)
+
+    def cases(self, gate: int) -> list[str]:
+        """The cases `gate` runs: all of the family's, or the selected one if this gate has it."""
+        names = self.family.cases(gate)
+        if self.case is None:
+            return names
+        return [self.case] if self.case in names else []
 
     def replay(self, gate: int, case: str | None = None) -> str:
-        """The command that reruns just this gate."""
-        target = f"--control {self.control}" if self.control else f"--only {self.entry}"
-        cmd = f"kcontract run --contract {self.contract_path} {target} --gate {gate} --seed {self.seed}"
-        return cmd + (f" --case {case}" if case else "")
+        """The command that reruns just this gate (and case)."""
+        target = ["--control", self.control] if self.control else ["--only", self.entry.name]
+        words = ["kcontract", "run", "--contract", self.contract_path, *target, "--gate", str(gate),
+                 "--seed", str(self.seed)] + (["--case", case] if case else [])
+        return " ".join(shlex.quote(w) for w in words)

@@ -8,8 +8,9 @@ from kcontract.gates.ranges import range_gate
 
 NUMBER = 1
 TITLE = "exactness vs float64"
+KIND = "ranges"
 
 
 def run(ctx: GateContext) -> GateResult:
     """Realistic inputs for every case."""
-    return range_gate(NUMBER, ctx, (c for case in ctx.cases() for c in ctx.family.exactness(case)))
+    return range_gate(NUMBER, ctx)

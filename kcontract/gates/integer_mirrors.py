@@ -8,8 +8,9 @@ from kcontract.gates.ranges import range_gate
 
 NUMBER = 4
 TITLE = "integer-mirror sums"
+KIND = "ranges"
 
 
 def run(ctx: GateContext) -> GateResult:
-    """The family's mirrors, expectations exact up to the declared final rounding."""
-    return range_gate(NUMBER, ctx, ctx.family.mirrors())
+    """The family's mirror cases, expectations exact up to the declared final rounding."""
+    return range_gate(NUMBER, ctx)

@@ -1,4 +1,8 @@
-"""Checking outputs against per-element ranges (gates 1, 3, 4): counts and the worst offender."""
+"""Checking outputs against per-element ranges (gates 1, 3, 4): counts and the worst offender.
+
+Counts: checked = decided + undecided outputs; bit_equal counts decided outputs equal to the reference
+bit for bit, within counts undecided outputs inside their range; failures = checked - bit_equal - within.
+"""
 
 from __future__ import annotations
 
@@ -44,18 +48,17 @@ class RangeTally:
     def _check(self, case: str, exp: Expected, raw: np.ndarray) -> None:
         got = as_values(raw, exp.fmt)
         got_bits = as_bits(raw, exp.fmt)
-        mask = np.ones(got.shape, bool) if exp.mask is None else exp.mask
-        decided = (exp.lo == exp.hi) & mask
+        decided = exp.lo == exp.hi
         lo_bits, hi_bits = to_bits(exp.lo, exp.fmt), to_bits(exp.hi, exp.fmt)
         inside = (got >= exp.lo) & (got <= exp.hi) & ~np.isnan(got)
         exact = decided & (got_bits == lo_bits)
-        ok = np.where(decided, exact, inside) & mask
+        ok = np.where(decided, exact, inside)
         r = self.result
-        r.checked += int(mask.sum())
+        r.checked += ok.size
         r.decided += int(decided.sum())
         r.bit_equal += int(exact.sum())
-        r.within += int((inside & ~decided & mask).sum())
-        bad = mask & ~ok
+        r.within += int((inside & ~decided).sum())
+        bad = ~ok
         r.failures += int(bad.sum())
         if bad.any():
             self._offender(case, exp, got, got_bits, lo_bits, hi_bits, bad)
@@ -98,9 +101,11 @@ class RangeTally:
         return r
 
 
-def range_gate(gate: int, ctx: GateContext, problems) -> GateResult:
-    """Run each Checked problem through the launcher and tally its ranges."""
+def range_gate(gate: int, ctx: GateContext) -> GateResult:
+    """Run every checked problem of each of the gate's cases through the launcher and tally its ranges."""
     tally = RangeTally(gate)
-    for checked in problems:
-        tally.add(checked, ctx.launcher.run(checked.problem))
+    for case in ctx.cases(gate):
+        for checked in ctx.family.checks(gate, case):
+            tally.add(checked, ctx.launcher.run(checked.problem))
+        ctx.progress(gate, case)
     return tally.finish(ctx)

@@ -1,4 +1,4 @@
-"""The launcher protocol: run a Problem through a kernel and return its outputs on the host."""
+"""The launcher protocol, and the one-line failure a kernel's call turns into."""
 
 from __future__ import annotations
 
@@ -17,3 +17,12 @@ class Launcher(Protocol):
 
     def run_concurrent(self, problems: list[Problem]) -> list[dict[str, np.ndarray]]:
         """Run problems at the same time (streams on a GPU, threads on a CPU)."""
+
+
+class KernelFailure(Exception):
+    """A kernel call that raised or wrote the wrong thing: one line for the report, the traceback for --verbose."""
+
+    def __init__(self, message: str, trace: str = "", fatal: bool = False):
+        super().__init__(message)
+        self.message, self.trace = message, trace
+        self.fatal = fatal  # the process cannot run further kernels (a faulted GPU context)

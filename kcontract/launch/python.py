@@ -1,42 +1,83 @@
-"""The `python` launcher: any kernel reachable from Python, called with the family's ABI buffers."""
+"""The `python` launcher: any kernel reachable from Python, called with the family's ABI buffers by keyword."""
 
 from __future__ import annotations
 
 import importlib
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
 
-from kcontract.errors import UsageError
+from kcontract.launch.base import KernelFailure
 from kcontract.numerics import poison_bits
 from kcontract.problem import OutputSpec, Problem
 
+BIT_FORMATS = ("bf16", "fp16")  # formats that travel as uint16 bit patterns
+
 
 def resolve(target: str) -> Callable:
-    """Import `module:function`, with a clear error when either is missing."""
+    """Import `module:function` (the loader has checked that it imports and takes the ABI)."""
     module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UsageError(f"kernel {target}: cannot import {module_name} ({exc}); run from the repository root "
-                         f"or put it on PYTHONPATH") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise UsageError(f"kernel {target}: {module_name} has no {attr}") from None
+    return getattr(importlib.import_module(module_name), attr)
 
 
-def poisoned(spec: OutputSpec) -> np.ndarray:
+def describe(spec: OutputSpec) -> str:
+    """`uint16 bf16 bits of shape (4, 8, 128)` or `float32 of shape (4, 8)`."""
+    kind = f"uint16 {spec.fmt} bits" if spec.fmt in BIT_FORMATS else "float32"
+    return f"{kind} of shape {tuple(spec.shape)}"
+
+
+class BitsBuffer(np.ndarray):
+    """A uint16 output buffer of bit patterns that refuses float values instead of casting them."""
+
+    spec_name: str = ""
+    spec: OutputSpec | None = None
+
+    def __array_finalize__(self, obj) -> None:
+        self.spec_name = getattr(obj, "spec_name", "")
+        self.spec = getattr(obj, "spec", None)
+
+    def __setitem__(self, key, value) -> None:
+        given = np.asarray(value)
+        if given.dtype.kind in "fc" and self.spec is not None:
+            raise OutputMismatch(f"{self.spec_name}: expected {describe(self.spec)}, given {given.dtype} "
+                                 f"{tuple(given.shape)}")
+        super().__setitem__(key, value)
+
+
+class OutputMismatch(Exception):
+    """A kernel wrote an output of the wrong kind or shape."""
+
+
+def poisoned(name: str, spec: OutputSpec) -> np.ndarray:
     """An output buffer full of NaN in its format, so unwritten elements fail."""
-    fmt = spec.fmt.removeprefix("workspace-")
-    if fmt in ("bf16", "fp16"):
-        return np.full(spec.shape, poison_bits(fmt), dtype=np.uint16)
+    if spec.fmt in BIT_FORMATS:
+        buf = np.full(spec.shape, poison_bits(spec.fmt), dtype=np.uint16).view(BitsBuffer)
+        buf.spec_name, buf.spec = name, spec
+        return buf
     return np.full(spec.shape, np.nan, dtype=np.float32)
 
 
+def _returned(value, outputs: dict[str, np.ndarray], problem: Problem) -> None:
+    """Copy outputs a kernel returned ({name: array}) into the buffers, checking kind and shape."""
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise OutputMismatch(f"returned a {type(value).__name__}: write the outputs in place or return "
+                             f"{{name: array}} for {', '.join(problem.outputs)}")
+    for name, array in value.items():
+        if name not in problem.outputs:
+            raise OutputMismatch(f"returned {name!r}, which is no output (outputs: {', '.join(problem.outputs)})")
+        spec, array = problem.outputs[name], np.asarray(value[name])
+        want = np.uint16 if spec.fmt in BIT_FORMATS else np.float32
+        if array.dtype != want or array.shape != tuple(spec.shape):
+            raise OutputMismatch(f"{name}: expected {describe(spec)}, given {array.dtype} {tuple(array.shape)}")
+        np.copyto(outputs[name], array)
+
+
 class PythonLauncher:
-    """Calls fn(**inputs, **outputs, **scalars); the function writes the outputs in place."""
+    """Calls fn(**inputs, **outputs, **scalars); the function writes the outputs in place (or returns them)."""
 
     def __init__(self, target: str):
         self.target = target
@@ -48,9 +89,15 @@ class PythonLauncher:
             view = array.view()
             view.flags.writeable = False  # a kernel that writes its inputs fails loudly
             inputs[name] = view
-        outputs = {name: poisoned(spec) for name, spec in problem.outputs.items()}
-        self.fn(**inputs, **outputs, **problem.scalars)
-        return outputs
+        outputs = {name: poisoned(name, spec) for name, spec in problem.outputs.items()}
+        try:
+            _returned(self.fn(**inputs, **outputs, **problem.scalars), outputs, problem)
+        except OutputMismatch as error:
+            raise KernelFailure(f"kernel {self.target} in call {problem.label}: {error}") from None
+        except Exception as error:  # the kernel's own exception, reported in one line
+            raise KernelFailure(f"kernel {self.target} raised {type(error).__name__}: {error} in call "
+                                f"{problem.label}", traceback.format_exc()) from None
+        return {name: np.asarray(buf) for name, buf in outputs.items()}
 
     def run_concurrent(self, problems: list[Problem]) -> list[dict[str, np.ndarray]]:
         with ThreadPoolExecutor(max_workers=len(problems)) as pool:

@@ -49,15 +49,11 @@ FORMATS: dict[str, Format] = {
     "fp32": Format("fp32", precision=24, emin=-126, emax=127, bits=32),
 }
 
-_ALIASES = {"workspace-fp32": "fp32"}  # OutputSpec's scratch buffers hold plain fp32
-
-
 def fmt(name_or_format: str | Format) -> Format:
-    """The Format named (bf16, fp16, fp32, workspace-fp32) or given."""
+    """The Format named (bf16, fp16, fp32) or given."""
     if isinstance(name_or_format, Format):
         return name_or_format
-    name = _ALIASES.get(name_or_format, name_or_format)
     try:
-        return FORMATS[name]
+        return FORMATS[name_or_format]
     except (KeyError, TypeError):
         raise ValueError(f"unknown float format {name_or_format!r}; expected one of {sorted(FORMATS)}") from None

@@ -21,7 +21,7 @@ from kcontract.records.shapes import launch_shapes
 from kcontract.toolchain.build import Build, Failure, build, read_inputs
 from kcontract.toolchain.cache import CompileCache, default_root, inputs_digest
 from kcontract.toolchain.pins import toolchain_id
-from kcontract.toolchain.units import Unit, contract_uses, group_units, resolve_source
+from kcontract.toolchain.units import Unit, contract_uses, group_units, resolve_source, uses_of
 
 KERNEL_FIELDS = ("symbol", "mangled", "threads", "dynamic_smem")
 SM_FIELDS = ("registers", "static_smem", "stack", "spill_stores", "spill_loads", "barriers", "opt_in",
@@ -121,9 +121,60 @@ def _controls(loaded) -> list:
     return [c for c in loaded.controls if c.gate == 5 and c.kernel.cuda is not None]
 
 
+@dataclass
+class KernelVerdict:
+    """One kernel (an entry's, or a control's standing in for it) against the entry's committed record."""
+
+    entry: str
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # left-over parts of the committed record
+    problems: list[str] = field(default_factory=list)  # limit problems, "entry/role: ..."
+    new_problems: list[str] = field(default_factory=list)  # those not in the baseline
+    errors: list[str] = field(default_factory=list)  # what kept the record from being made
+    committed: bool = True  # whether the entry has a committed record at all
+
+    @property
+    def stale(self) -> list[Row]:
+        """Rows whose record is stale or missing."""
+        return [r for r in self.rows if r.status != "ok"]
+
+    @property
+    def passed(self) -> bool:
+        """Record current, every symbol on every SM, no limit problem beyond the baseline."""
+        return not self.errors and not self.stale and not self.notes and not self.new_problems and bool(self.rows)
+
+
+def judge_kernel(loaded, entry, kernel, *, root: Path | None = None, cache: CompileCache | None = None,
+                 built: Build | None = None, jobs: int | None = None) -> KernelVerdict:
+    """Compile `kernel` for every target and compare it with `entry`'s committed record and the baseline."""
+    base = Path(loaded.path).resolve().parent
+    root = root or records_root(loaded.path)
+    tool = toolchain_id()
+    units = {u.ident: u for u in group_units(uses_of("entry", entry.name, kernel.cuda, base))}
+    if built is None:
+        built = build(list(units.values()), loaded.targets, cache or CompileCache(default_root(loaded.path)),
+                      base, jobs)
+    verdict = KernelVerdict(entry.name)
+    failures = [f for f in built.failures if f.unit.ident in units]
+    verdict.errors += [f"{f.unit.label} does not compile for {f.sm}" for f in failures]
+    report = Gate5Report(tool, loaded.targets, root)
+    record, errors = _fresh_record(entry.name, kernel.cuda, entry.family, report, units, built, base)
+    verdict.errors += errors
+    if record is None:
+        return verdict
+    path = record_path(root, tool, entry.name)
+    committed = read_json(path)
+    verdict.committed = committed is not None
+    verdict.rows, verdict.notes = compare(entry.name, committed, record, loaded.targets, _rel(path))
+    verdict.problems = _problems(entry.name, record)
+    known = set((read_baseline(root) or {}).get("problems", []))
+    verdict.new_problems = [p for p in verdict.problems if p not in known]
+    return verdict
+
+
 def check_records(loaded, update: bool = False, *, root: Path | None = None, cache: CompileCache | None = None,
                   built: Build | None = None, jobs: int | None = None) -> Gate5Report:
-    """Gate 5 for a LoadedContract; with update, rewrite records and baseline first and list the changes."""
+    """Gate 5 for a whole LoadedContract; with update, rewrite records and baseline first and list the changes."""
     base = Path(loaded.path).resolve().parent
     report = Gate5Report(toolchain_id(), loaded.targets, root or records_root(loaded.path))
     entries, controls = _entries(loaded), _controls(loaded)
@@ -143,10 +194,7 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, cac
         if report.errors or report.compile_failures:
             return report
         _update(report, fresh)
-    committed = record_files(report.root, report.toolchain)
-    for name in sorted(set(committed) - {e.name for e in entries}):
-        report.notes.append(f"{_rel(committed[name])}: a record for `{name}`, which is no CUDA gate-5 entry "
-                            f"of the contract: {UPDATE_HINT}")
+    report.notes += orphan_records(loaded, report.root)
     for name, record in fresh.items():
         path = record_path(report.root, report.toolchain, name)
         rows, notes = compare(name, read_json(path), record, report.targets, _rel(path))
@@ -157,8 +205,18 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, cac
     report.baseline = int(baseline.get("limit_problems", 0))
     report.baseline_problems = list(baseline.get("problems", []))
     for control in controls:
-        report.controls.append(_control(control, loaded, report, units, built, base))
+        verdict = judge_kernel(loaded, loaded.entry(control.entry), control.kernel, root=report.root, built=built)
+        report.controls.append(control_verdict(control, verdict))
     return report
+
+
+def control_verdict(control, verdict: KernelVerdict) -> ControlVerdict:
+    """A gate-5 control is red when its kernel, standing in for its entry's, is stale or breaks a limit."""
+    if verdict.errors and not verdict.rows:
+        return ControlVerdict(control.name, control.entry, [], [], "not evaluated: " + "; ".join(verdict.errors))
+    stale = [f"{r.role} {r.sm}: {r.detail}" for r in verdict.rows if r.status == "stale"]
+    note = "" if verdict.committed else f"entry {control.entry} has no record to compare with"
+    return ControlVerdict(control.name, control.entry, stale, verdict.new_problems, note)
 
 
 def _fresh_record(name: str, kernel, family, report: Gate5Report, units: dict, built: Build,
@@ -249,21 +307,6 @@ def compare(name: str, committed: dict | None, fresh: dict, targets: list[str],
     return rows, notes
 
 
-def _control(control, loaded, report: Gate5Report, units: dict, built: Build, base: Path) -> ControlVerdict:
-    """Evaluate a gate-5 control against its entry's record and the SM limits."""
-    entry = loaded.entry(control.entry)
-    record, errors = _fresh_record(control.entry, control.kernel.cuda, entry.family, report, units, built, base)
-    if record is None:
-        return ControlVerdict(control.name, control.entry, [], [], "not evaluated: " + "; ".join(errors))
-    path = record_path(report.root, report.toolchain, control.entry)
-    committed = read_json(path)
-    rows, _ = compare(control.entry, committed, record, report.targets, _rel(path))
-    stale = [f"{r.role} {r.sm}: {r.detail}" for r in rows if r.status == "stale"]
-    limits = _problems(control.name, record)
-    note = "" if committed is not None else f"entry {control.entry} has no record to compare with ({_rel(path)})"
-    return ControlVerdict(control.name, control.entry, stale, limits, note)
-
-
 def _update(report: Gate5Report, fresh: dict[str, dict]) -> None:
     """Rewrite every entry's record, drop left-over record files, rewrite the baseline; list the changes."""
     committed = record_files(report.root, report.toolchain)
@@ -319,3 +362,12 @@ def _rel(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def orphan_records(loaded, root: Path | None = None) -> list[str]:
+    """Committed record files whose entry is no CUDA gate-5 entry of the contract, one line each."""
+    root = root or records_root(loaded.path)
+    committed = record_files(root, toolchain_id())
+    names = {e.name for e in _entries(loaded)}
+    return [f"{_rel(path)}: a record for `{name}`, which is no CUDA gate-5 entry of the contract: {UPDATE_HINT}"
+            for name, path in sorted(committed.items()) if name not in names]

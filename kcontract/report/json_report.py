@@ -23,12 +23,14 @@ def _plain(value):
     return value
 
 
-def run_document(entries: list[Outcome], controls: list[Outcome], summary: Summary) -> dict:
+def run_document(entries: list[Outcome], controls: list[Outcome], summary: Summary,
+                 planted: dict[str, int]) -> dict:
     """Everything a report or receipt needs."""
     return {
         "summary": summary.line(),
         "exit_code": int(summary.exit_code),
         "counts": _plain(summary),
+        "planted": dict(planted),
         "entries": [_plain(o) for o in entries],
         "controls": [_plain(o) for o in controls],
     }

@@ -20,15 +20,18 @@ def junit_document(entries: list[Outcome], controls: list[Outcome], planted: dic
             r = o.gates.get(gate)
             case.set("time", f"{r.seconds:.3f}" if r else "0")
             if o.status != "ran":
-                ET.SubElement(case, "error", message=o.status).text = o.detail
+                ET.SubElement(case, "error", message=f"{o.status}: {_first_line(o.detail)}").text = \
+                    (o.detail + ("\n" + o.trace if o.trace else ""))
             elif not r.passed:
                 worst = f"worst: {r.worst}\n" if r.worst else ""
                 ET.SubElement(case, "failure", message=r.message).text = f"{worst}replay: {r.replay}"
     for o in controls:
         gate = planted[o.task.name]
         case = ET.SubElement(suite, "testcase", classname="controls", name=f"{o.task.name} red at gate {gate}")
-        if o.status != "ran" or gate not in o.failed_gates():
-            ET.SubElement(case, "failure", message=f"missed ({o.status})").text = o.detail
+        if o.status != "ran":
+            ET.SubElement(case, "failure", message=f"missed: {o.status}: {_first_line(o.detail)}").text = o.detail
+        elif gate not in o.failed_gates():
+            ET.SubElement(case, "failure", message=f"missed: gate {gate} passed").text = o.detail
     suite.set("tests", str(len(suite)))
     suite.set("failures", str(len(suite.findall("testcase/failure"))))
     suite.set("errors", str(len(suite.findall("testcase/error"))))
@@ -36,6 +39,11 @@ def junit_document(entries: list[Outcome], controls: list[Outcome], planted: dic
     root = ET.Element("testsuites")
     root.append(suite)
     return ET.ElementTree(root)
+
+
+def _first_line(text: str) -> str:
+    """The first line of a detail, for a message attribute."""
+    return text.strip().splitlines()[0] if text.strip() else "no detail"
 
 
 def write_junit(path: str, tree: ET.ElementTree) -> None:

@@ -1,68 +1,79 @@
-"""Rich tables for a run: one verdict row per entry x gate, controls by gate, the worst offenders."""
+"""End-of-run report: tables in a terminal, then each failure's worst offender and replay command.
+
+Tables fold long cells onto more lines instead of cutting them, so no name or number is ever truncated.
+"""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kcontract.gates import GATES
+from kcontract.report.lines import status_line, who
 from kcontract.runner.outcome import Outcome
 
 
-def gate_cell(outcome: Outcome, gate: int) -> str:
-    """'pass', 'FAIL', or the reason a gate has no result."""
-    if outcome.status != "ran":
-        return outcome.status
-    result = outcome.gates.get(gate)
-    return "-" if result is None else result.status
+def _table(title: str, columns: tuple[str, ...], numeric: tuple[str, ...] = ()) -> Table:
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, justify="right" if col in numeric else "left", overflow="fold")
+    return table
 
 
 def entry_table(outcomes: list[Outcome]) -> Table:
-    """Entries by gate, with counts for the range gates."""
-    table = Table(title="entries", show_lines=False)
-    for col in ("entry", "gate", "verdict", "checked", "decided", "bit-equal", "within", "failures", "facts", "s"):
-        table.add_column(col, justify="right" if col not in ("entry", "gate", "verdict", "facts") else "left")
+    """Entries by gate: verdict, outputs checked, decided share, failures and seconds."""
+    table = _table("entries", ("entry", "gate", "verdict", "checked", "decided", "failures", "s"),
+                   ("checked", "decided", "failures", "s"))
     for o in outcomes:
         if o.status != "ran":
-            table.add_row(o.task.name, "all", f"[red]{o.status}[/red]", "", "", "", "", "", o.detail.splitlines()[0],
-                          f"{o.seconds:.1f}")
+            table.add_row(Text(o.task.name), "all", Text(o.status, style="red"), "", "", "", f"{o.seconds:.1f}")
             continue
         for gate, r in sorted(o.gates.items()):
-            verdict = "[green]pass[/green]" if r.passed else "[red]FAIL[/red]"
-            facts = ", ".join(f"{k} {v}" for k, v in r.facts.items())
-            table.add_row(o.task.name, f"{gate} {GATES[gate].TITLE}", verdict, str(r.checked), str(r.decided),
-                          str(r.bit_equal), str(r.within), str(r.failures), facts, f"{r.seconds:.1f}")
+            verdict = Text("pass", style="green") if r.passed else Text("FAIL", style="red")
+            decided = f"{r.facts['decided_pct']:g} %" if "decided_pct" in r.facts else ""
+            table.add_row(Text(o.task.name), f"{gate} {GATES[gate].TITLE}", verdict, str(r.checked), decided,
+                          str(r.failures), f"{r.seconds:.1f}")
     return table
 
 
 def control_table(outcomes: list[Outcome], planted: dict[str, int]) -> Table:
     """Controls: the planted gate, where each went red, and the verdict."""
-    table = Table(title="controls")
-    for col in ("control", "planted at", "red at", "verdict"):
-        table.add_column(col)
+    table = _table("controls", ("control", "planted at", "red at", "verdict"))
     for o in outcomes:
         red = o.failed_gates() if o.status == "ran" else []
         gate = planted[o.task.name]
-        verdict = "[green]red as planted[/green]" if gate in red else f"[red]missed[/red] ({o.status})"
-        table.add_row(o.task.name, str(gate), " ".join(map(str, red)) or "none", verdict)
+        verdict = Text("red as planted", style="green") if gate in red else Text(f"missed ({o.status})", style="red")
+        table.add_row(Text(o.task.name), str(gate), " ".join(map(str, red)) or "none", verdict)
     return table
 
 
-def print_failures(console: Console, outcomes: list[Outcome], kind: str = "entry") -> None:
-    """One block per red gate: the worst offender and the replay command (controls: the evidence)."""
+def print_failures(console: Console, outcomes: list[Outcome], *, planted: dict[str, int] | None = None,
+                   verbose: bool = False) -> None:
+    """Each red gate's message, worst offender and replay; a control red as planted gets one line of evidence.
+
+    Tasks that did not run were reported as they ended; here they get their traceback with --verbose.
+    """
     for o in outcomes:
-        name = f"{kind} {o.task.name}" if kind != "entry" else o.task.name
         if o.status != "ran":
-            tail = " (counts as missed)" if kind == "control" else ""
-            console.print(f"[red]{name}[/red]: {o.status}: {o.detail.strip()}{tail}", markup=True)
+            if verbose and o.trace:
+                console.print(f"{status_line(o)}\n{o.trace.rstrip()}", markup=False, highlight=False)
             continue
-        for gate, r in sorted(o.gates.items()):
-            if r.passed:
-                continue
-            console.print(f"[red]{name} gate {gate}[/red] ({GATES[gate].TITLE}): {r.message}")
+        red = [(g, r) for g, r in sorted(o.gates.items()) if not r.passed]
+        if planted is not None and planted[o.task.name] in [g for g, _ in red] and not verbose:
+            gate = planted[o.task.name]
+            console.print(f"{who(o.task)}: red as planted at gate {gate}: {o.gates[gate].message}", markup=False,
+                          highlight=False)
+            continue
+        for gate, r in red:
+            console.print(f"{who(o.task)} gate {gate} ({GATES[gate].TITLE}): {r.message}", markup=False,
+                          highlight=False)
             if r.worst:
                 w = r.worst
                 where = ", ".join(f"{k} {v}" for k, v in w.coords.items())
-                console.print(f"  worst: case {w.case}, {where}: got {w.got}, expected {w.expected}; {w.detail}",
-                              markup=False)
-            console.print(f"  replay: {r.replay}", markup=False)
+                console.print(f"  worst: case {w.case}{', ' + where if where else ''}: got {w.got}, expected "
+                              f"{w.expected}{'; ' + w.detail if w.detail else ''}", markup=False, highlight=False)
+            console.print(f"  replay: {r.replay}", markup=False, highlight=False)
+        if planted is not None and planted[o.task.name] not in [g for g, _ in red]:
+            console.print(f"{who(o.task)}: MISSED: gate {planted[o.task.name]} passed; the planted fault went "
+                          f"unseen", markup=False, highlight=False)

@@ -1,4 +1,4 @@
-"""What running one entry or control produced, as plain picklable data."""
+"""What running one entry or control produced, as plain picklable data, and the progress it reports."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ class Task:
     kind: str  # "entry" or "control"
     name: str  # entry or control name
     entry: str  # the entry whose family and cases are used
-    contract_path: str
+    contract_path: str  # as the user wrote it (workers share the parent's working directory)
     gates: list[int]
     seed: int
     case: str | None = None
@@ -27,12 +27,24 @@ class Outcome:
 
     task: Task
     status: str = "ran"  # "ran", "crashed", "timed out", "error"
-    detail: str = ""  # how it crashed or what raised
+    detail: str = ""  # one line: how it crashed or what raised
+    trace: str = ""  # the traceback behind an error, shown with --verbose
     gates: dict[int, GateResult] = field(default_factory=dict)
     seconds: float = 0.0
+    fatal: bool = False  # the worker cannot run another task (a faulted GPU context)
 
     def failed_gates(self) -> list[int]:
         """Gates that went red (every gate when the task did not run to the end)."""
         if self.status != "ran":
             return list(self.task.gates)
         return [g for g, r in sorted(self.gates.items()) if not r.passed]
+
+
+@dataclass
+class Progress:
+    """A worker's report: a case of a gate finished (result None), or a whole gate (with its result)."""
+
+    task: Task
+    gate: int
+    case: str | None = None
+    result: GateResult | None = None

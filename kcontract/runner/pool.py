@@ -1,20 +1,27 @@
-"""Worker processes (spawn) with a per-task timeout: a crash or hang is reported and the run goes on."""
+"""Worker processes (spawn) with a per-task timeout: a crash or hang is reported and the run goes on.
+
+Workers ignore Ctrl-C (SIGINT stays blocked from their start until they ignore it); the parent ends every
+worker it started when it is interrupted, so no worker outlives it.
+"""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import queue
+import signal
 import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Callable
 
-from kcontract.runner.outcome import Outcome, Task
+from kcontract.runner.outcome import Outcome, Progress, Task
 
 
 def _serve(conn: Connection) -> None:
-    """Worker loop: execute tasks until the pipe closes."""
+    """Worker loop: execute tasks until the pipe closes, sending progress and then the outcome."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     from kcontract.runner.execute import execute
 
     while True:
@@ -22,7 +29,10 @@ def _serve(conn: Connection) -> None:
             task = conn.recv()
         except EOFError:
             return
-        conn.send(execute(task))
+        outcome = execute(task, lambda progress: conn.send(progress))
+        conn.send(outcome)
+        if outcome.fatal:
+            return
 
 
 class Worker:
@@ -35,17 +45,24 @@ class Worker:
         self.proc.start()
         child.close()
 
-    def run(self, task: Task) -> Outcome:
+    def run(self, task: Task, on_progress: Callable[[Progress], None]) -> Outcome:
         """Send a task and wait up to its timeout; kill the worker if it hangs or dies."""
         start = time.perf_counter()
+        deadline = start + task.timeout
         try:
             self.conn.send(task)
-            if self.conn.poll(task.timeout):
-                return self.conn.recv()
-            self.kill()
-            return Outcome(task, status="timed out", detail=f"no answer within {task.timeout:g} s; worker killed",
-                           seconds=time.perf_counter() - start)
-        except (EOFError, BrokenPipeError, ConnectionResetError):
+            while True:
+                left = deadline - time.perf_counter()
+                if left <= 0 or not self.conn.poll(left):
+                    self.kill()
+                    return Outcome(task, status="timed out",
+                                   detail=f"no answer within {task.timeout:g} s; worker killed",
+                                   seconds=time.perf_counter() - start)
+                message = self.conn.recv()
+                if isinstance(message, Outcome):
+                    return message
+                on_progress(message)
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             self.proc.join(timeout=5)
             return Outcome(task, status="crashed", detail=f"worker died ({describe_exit(self.proc.exitcode)})",
                            seconds=time.perf_counter() - start)
@@ -73,24 +90,50 @@ def describe_exit(code: int | None) -> str:
     if code is None:
         return "still running"
     if code < 0:
-        import signal
-
         return f"signal {signal.Signals(-code).name}"
     return f"exit code {code}"
 
 
-class Pool:
-    """Runs tasks one at a time in a worker, replacing the worker after a crash or timeout."""
+class Workers:
+    """Every worker a run started, so an interrupt can end them all; starts none once stopped."""
 
     def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started: list[Worker] = []
+        self.stopped = threading.Event()
+
+    def start(self) -> Worker | None:
+        """A new worker, or None once the run is stopping."""
+        with self.lock:
+            if self.stopped.is_set():
+                return None
+            worker = Worker()
+            self.started.append(worker)
+            return worker
+
+    def stop(self) -> None:
+        """Start no more workers and kill every one still running."""
+        self.stopped.set()
+        with self.lock:
+            for worker in self.started:
+                worker.kill()
+
+
+class Pool:
+    """Runs tasks one at a time in a worker, replacing the worker after a crash, a timeout or a fatal fault."""
+
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
         self.worker: Worker | None = None
 
-    def run(self, task: Task) -> Outcome:
-        """Run one task in a healthy worker."""
+    def run(self, task: Task, on_progress: Callable[[Progress], None]) -> Outcome | None:
+        """Run one task in a healthy worker; None when the run is stopping."""
         if self.worker is None or not self.worker.alive:
-            self.worker = Worker()
-        outcome = self.worker.run(task)
-        if outcome.status in ("crashed", "timed out"):
+            self.worker = self.workers.start()
+            if self.worker is None:
+                return None
+        outcome = self.worker.run(task, on_progress)
+        if outcome.status in ("crashed", "timed out") or outcome.fatal:
             self.worker.kill()
             self.worker = None
         return outcome
@@ -107,31 +150,49 @@ def in_process() -> bool:
     return os.environ.get("KCONTRACT_IN_PROCESS") == "1"
 
 
-def run_in_workers(tasks: list[Task], jobs: int, done: Callable[[Task], None]) -> list[Outcome]:
-    """Run tasks on `jobs` workers side by side; outcomes come back in task order."""
+def run_in_workers(tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
+                   on_done: Callable[[Outcome], None]) -> list[Outcome]:
+    """Run tasks on `jobs` workers side by side; outcomes come back in task order. Ctrl-C ends every worker."""
     todo: queue.Queue = queue.Queue()
     for index, task in enumerate(tasks):
         todo.put((index, task))
     outcomes: list[Outcome | None] = [None] * len(tasks)
     lock = threading.Lock()
+    workers = Workers()
+
+    def report(progress: Progress) -> None:
+        with lock:
+            on_progress(progress)
 
     def drive() -> None:
-        pool = Pool()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # children inherit the mask; main gets Ctrl-C
+        pool = Pool(workers)
         try:
-            while True:
+            while not workers.stopped.is_set():
                 try:
                     index, task = todo.get_nowait()
                 except queue.Empty:
                     return
-                outcomes[index] = pool.run(task)
+                outcome = pool.run(task, report)
+                if outcome is None:
+                    return
+                outcomes[index] = outcome
                 with lock:
-                    done(task)
+                    on_done(outcome)
+        except Exception:  # a pipe broken by an interrupt: the main thread reports it
+            if not workers.stopped.is_set():
+                raise
         finally:
             pool.close()
 
     threads = [threading.Thread(target=drive, daemon=True) for _ in range(min(jobs, max(1, len(tasks))))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    except KeyboardInterrupt:
+        workers.stop()
+        raise
     return outcomes

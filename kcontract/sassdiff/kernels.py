@@ -1,38 +1,53 @@
-"""The CUDA kernels and targets a revision's contract names, read leniently so old revisions still parse."""
+"""The CUDA kernels and targets a revision's contract names, read with the contract loader."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from kcontract.contract.model import DEFAULT_TARGETS, CudaKernel
+from kcontract.contract.yaml_lines import load_yaml
 from kcontract.errors import ContractError
-from kcontract.toolchain.units import KernelUse, uses_of
+from kcontract.toolchain.units import KernelUse, contract_uses, uses_of
 
 
 def contract_kernels(contract: Path, shown: str) -> tuple[list[str], list[KernelUse]] | None:
-    """(targets, CUDA kernel uses) of a contract file; None if the revision has no such file."""
+    """(targets, CUDA kernel uses) of a contract file; None if the revision has no such file.
+
+    The contract loader reads it (named kernels and symbol placeholders resolved); a revision whose contract
+    the current schema rejects is read leniently in the same YAML dialect, so old revisions still compare.
+    """
     if not contract.is_file():
         return None
+    from kcontract.contract.loader import load_contract
+
+    saved = list(sys.path)
     try:
-        data = yaml.safe_load(contract.read_text())
-    except yaml.YAMLError as error:
-        raise ContractError(shown, None, "", f"valid YAML ({error})") from None
+        loaded = load_contract(str(contract), import_kernels=False)
+        return loaded.targets, contract_uses(loaded)
+    except ContractError:
+        return _lenient(contract, shown)
+    finally:
+        sys.path[:] = saved
+
+
+def _lenient(contract: Path, shown: str) -> tuple[list[str], list[KernelUse]]:
+    """Targets and CUDA kernels from the raw document (for contracts older than the current schema)."""
+    data = load_yaml(shown, contract.read_text()).data
     data = data if isinstance(data, dict) else {}
     targets = data.get("targets") or list(DEFAULT_TARGETS)
     uses: list[KernelUse] = []
-    base = contract.parent
     for kind, owner in (("entries", "entry"), ("controls", "control")):
         for i, item in enumerate(data.get(kind) or []):
             cuda = ((item or {}).get("kernel") or {}).get("cuda") if isinstance(item, dict) else None
-            if cuda is None:
+            if not isinstance(cuda, dict):
                 continue
             try:
                 kernel = CudaKernel.model_validate(cuda)
             except ValidationError as error:
                 raise ContractError(shown, None, f"{kind}[{i}].kernel.cuda",
                                     f"source, symbols and options ({error.errors()[0]['msg']})") from None
-            uses += uses_of(owner, str(item.get("name", f"{kind}[{i}]")), kernel, base)
+            uses += uses_of(owner, str(item.get("name", f"{kind}[{i}]")), kernel, contract.parent)
     return [str(t) for t in targets], uses

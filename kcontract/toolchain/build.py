@@ -138,8 +138,8 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
 
 
 def _run(todo: list[tuple], jobs: int):
-    """Compile jobs in this process, or in spawned workers when there are several."""
-    if len(todo) < 2 or jobs < 2:
+    """Compile jobs in this process, or in spawned workers when there are several (not inside a worker)."""
+    if len(todo) < 2 or jobs < 2 or multiprocessing.current_process().daemon:
         return [compile_job(job) for job in todo]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:

@@ -11,7 +11,7 @@ PINS = {
     "nvidia-cuda-nvrtc": "13.5.37",  # the compiler (and its ptxas)
     "nvidia-cuda-runtime": "13.5.37",  # headers: cuda_bf16.h, cuda_fp16.h, cuda_occupancy.h
     "nvidia-cuda-nvdisasm": "13.5.37",  # SASS text for sass-diff
-    "nvidia-cuda-cuobjdump": "13.5.37",  # resource usage per function
+    "nvidia-cuda-cuobjdump": "13.5.37",  # -res-usage, which the tests hold the ptxas report against
 }
 _OUTPUT_WHEELS = ("nvidia-cuda-nvrtc", "nvidia-cuda-runtime", "nvidia-cuda-nvdisasm")  # what shapes cubins and SASS
 

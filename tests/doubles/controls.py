@@ -13,7 +13,8 @@ def _planted(**hooks):
     """Turn `per_batch(batch) -> extra hooks` into a decode with window_decode's signature and its docstring."""
 
     def wrap(per_batch):
-        def fn(q, k_cache, v_cache, row_pos, row_slot, part_m, part_l, part_o, out, *, win, ring, n_part, scale):
+        def fn(q, k_cache, v_cache, row_pos, row_slot, part_m, part_l, part_o, out, *, win, ring, n_part, scale,
+               kv_heads):
             extra = per_batch(q.shape[0])
             decode_rows(q, k_cache, v_cache, row_pos, row_slot, part_m, part_l, part_o, out, win=win, ring=ring,
                         n_part=n_part, scale=scale, **hooks, **extra)

@@ -158,11 +158,11 @@ def decode_rows(q, k_cache, v_cache, row_pos, row_slot, part_m, part_l, part_o, 
 
 
 def window_decode(q, k_cache, v_cache, row_pos, row_slot, part_m, part_l, part_o, out, *, win, ring, n_part,
-                  scale):
+                  scale, kv_heads):
     """The correct double: C = 256, visible keys [first, pos], key head h // G, RN-even bf16 output."""
     hq, hk = q.shape[1], k_cache.shape[2]
-    if hq % hk:
-        raise ValueError(f"q heads a multiple of key heads, given {hq} and {hk}")
+    if hq % hk or hk != int(kv_heads):
+        raise ValueError(f"q heads a multiple of key heads and kv_heads = {hk}, given {hq}, {hk} and {kv_heads}")
     need = max((chunk_count(*visible(int(p), int(win)), CHUNK) for p in row_pos), default=0)
     if need > int(n_part):
         raise ValueError(f"n_part {n_part} is below the {need} partials a row needs")

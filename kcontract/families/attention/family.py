@@ -8,20 +8,22 @@ import numpy as np
 
 from kcontract.families.attention import mirrors
 from kcontract.families.attention.exact import exact_quotient_bounds
-from kcontract.families.attention.layout import build_problem
+from kcontract.families.attention.layout import ABI, build_problem
 from kcontract.families.attention.probes import order_probe_row, probe_positions
 from kcontract.families.attention.realistic import ROW_KINDS, realistic_row, sequence_rows
 from kcontract.families.attention.reference import AXES, expected_outputs
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Case, DecodeSpec
 from kcontract.families.attention.stress import stress_positions, stress_row, stress_window
-from kcontract.families.attention.variants import VariantPlan, plan_variants
+from kcontract.families.attention.variants import VariantPlan, factor_for, plan_variants
 from kcontract.families.attention.window import Window
 from kcontract.families.base import Family, register
 from kcontract.problem import Checked, Expected, InvarianceSet
 from kcontract.seeding import stream
 
 FILLERS = 12  # distinct other rows mixed into gate 2's batches
+STRESS_CASE = "merge-stress"
+BF16 = 2  # bytes of one cache value
 
 
 @register
@@ -31,6 +33,7 @@ class AttentionDecode(Family):
     name = "attention.decode"
     Spec = DecodeSpec
     gates = (1, 2, 3, 4)
+    abi = ABI
     spec: DecodeSpec
 
     @property
@@ -39,14 +42,46 @@ class AttentionDecode(Family):
         value = self.spec.scale if self.spec.scale is not None else 1.0 / np.sqrt(self.spec.shape.head_dim)
         return float(np.float32(value))
 
-    def case_names(self) -> list[str]:
-        return [c.name for c in self.spec.cases]
+    def cases(self, gate: int) -> list[str]:
+        if gate in (1, 2):
+            return [c.name for c in self.spec.cases]
+        if gate == 3:
+            return [STRESS_CASE]
+        if gate == 4:
+            return [f"mirror-{kind}/{layout}" for layout in self._mirror_layouts() for kind in "AB"]
+        return []
+
+    def checks(self, gate: int, case: str) -> list[Checked]:
+        if gate == 1:
+            return self.exactness(case)
+        if gate == 3 and case == STRESS_CASE:
+            return self.merge_stress()
+        if gate == 4 and case.startswith("mirror-"):
+            kind, _, layout = case.removeprefix("mirror-").partition("/")
+            return [self.mirror(kind, layout)]
+        return []
+
+    def template_args(self) -> dict[str, int]:
+        shape = self.spec.shape
+        return {"head_dim": shape.head_dim, "group": shape.group, "chunk": self.spec.arithmetic.chunk}
+
+    def case_traits(self, case: str) -> dict[str, object]:
+        return {"window": "ring" if self._case(case).cache.kind == "ring" else "none"}
+
+    def case_bytes(self, case: str) -> int:
+        """Two calls' caches (base and one variant at a time), the re-laid cache, the longest row's reference."""
+        c, shape = self._case(case), self.spec.shape
+        slot = c.cache.rows * shape.kv_heads * shape.head_dim * BF16 * 2  # k and v of one cache slot
+        longest = max(pos - self.window_of(c).first(pos) + 1 for pos in c.rows)
+        reference = longest * shape.kv_heads * shape.head_dim * 8 * 2 + longest * shape.q_heads * 8 * 12
+        pool = len(c.rows) * slot
+        return 2 * pool + pool * factor_for(pool) + reference
 
     def _case(self, name: str) -> Case:
         for case in self.spec.cases:
             if case.name == name:
                 return case
-        raise KeyError(f"entry {self.entry} has no case {name!r}; cases: {', '.join(self.case_names())}")
+        raise KeyError(f"entry {self.entry} has no case {name!r}; cases: {', '.join(self.cases(1))}")
 
     @staticmethod
     def window_of(case: Case) -> Window:
@@ -68,6 +103,7 @@ class AttentionDecode(Family):
                                    self.scale) for i, pos in enumerate(case.rows))
 
     def exactness(self, case: str) -> list[Checked]:
+        """Gate 1: the case's realistic rows in one call, with rigorous ranges."""
         rows = list(self._rows(case))
         window = self.window_of(self._case(case))
         problem = self._build(case, rows, window)
@@ -75,6 +111,7 @@ class AttentionDecode(Family):
                         notes={"keys": [r.pos - r.first + 1 for r in rows]})]
 
     def invariance(self, case: str) -> list[InvarianceSet]:
+        """Gate 2: the case's rows plus order probes, and every variant call."""
         rows = list(self._rows(case))
         window = self.window_of(self._case(case))
         rng = stream(self.seed, self.entry, case, "fillers")
@@ -82,9 +119,9 @@ class AttentionDecode(Family):
         fillers = self._fillers(rng, window)
 
         def build(label, batch, window=window, **kw):
-            return self._build(label, batch, window, **kw)
+            return self._build(f"{case}/{label}", batch, window, **kw)
 
-        base = build(case, rows)
+        base = build("base", rows)
         plan = VariantPlan(rows=rows, fillers=fillers, window=window, chunk=self.spec.arithmetic.chunk, build=build)
         return [InvarianceSet(case, base, ("out",), plan_variants(plan, base), axes=AXES)]
 
@@ -101,26 +138,27 @@ class AttentionDecode(Family):
         return sequence_rows(rng, self.spec.shape, self.spec.values, window, top, positions, self.scale)
 
     def merge_stress(self) -> list[Checked]:
+        """Gate 3: rows whose chunk maxima lie tens of nats apart, over 128+ chunks."""
         stress, a = self.spec.stress, self.spec.arithmetic
         window = stress_window(stress, a.chunk)
         rng = stream(self.seed, self.entry, "merge-stress")
         rows = [stress_row(rng, self.spec.shape, self.spec.values, window, pos, a.chunk, stress.gap_nats, self.scale)
                 for pos in stress_positions(stress, a.chunk)]
-        problem = self._build("merge-stress", rows, window)
-        return [Checked("merge-stress", problem, [expected_outputs(rows, a, self.scale)])]
+        problem = self._build(STRESS_CASE, rows, window)
+        return [Checked(STRESS_CASE, problem, [expected_outputs(rows, a, self.scale)])]
 
-    def mirrors(self) -> list[Checked]:
-        out: list[Checked] = []
-        for layout, window in self._mirror_layouts().items():
+    def mirror(self, kind: str, layout: str) -> Checked:
+        """Mirror A (q = 0) or B (hard selection) over one cache layout."""
+        window = self._mirror_layouts()[layout]
+        positions = self._mirror_positions(window)
+        chunk = self.spec.arithmetic.chunk
+        if kind == "A":
             rng = stream(self.seed, self.entry, "mirror", layout)
-            positions = self._mirror_positions(window)
-            a_rows = [mirrors.mirror_a_row(rng, self.spec.shape, window, p, self.spec.arithmetic.chunk)
-                      for p in positions]
-            out.append(self._mirror_checked(f"mirror-A/{layout}", a_rows, window, miss=True))
-            b_rows = [mirrors.mirror_b_row(self.spec.shape, window, p, self.spec.arithmetic.chunk) for p in positions]
-            b_rows += self._peak_rows(window, positions[0])
-            out.append(self._mirror_checked(f"mirror-B/{layout}", b_rows, window))
-        return out
+            rows = [mirrors.mirror_a_row(rng, self.spec.shape, window, p, chunk) for p in positions]
+            return self._mirror_checked(f"mirror-A/{layout}", rows, window, miss=True)
+        rows = [mirrors.mirror_b_row(self.spec.shape, window, p, chunk, self.scale) for p in positions]
+        rows += self._peak_rows(window, positions[0])
+        return self._mirror_checked(f"mirror-B/{layout}", rows, window)
 
     def _mirror_layouts(self) -> dict[str, Window]:
         """One mirror layout per distinct cache shape among the cases, windows capped for exact sums."""
@@ -152,7 +190,7 @@ class AttentionDecode(Family):
         edge = min(n - 1, c - 1 - first % c)
         picks = {"peak-last": [n - 1], "peak-first": [0], "peak-chunk-edge": sorted({edge, min(n - 1, edge + 1)})}
         hk = self.spec.shape.kv_heads
-        return [mirrors.mirror_b_row(self.spec.shape, window, pos, c, [np.array(p)] * hk, tag=tag)
+        return [mirrors.mirror_b_row(self.spec.shape, window, pos, c, self.scale, [np.array(p)] * hk, tag=tag)
                 for tag, p in picks.items()]
 
     def _mirror_checked(self, label: str, rows: list[RowData], window: Window, miss: bool = False) -> Checked:

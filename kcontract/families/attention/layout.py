@@ -8,9 +8,14 @@ from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Shape
 from kcontract.families.attention.window import Window, max_partials
 from kcontract.numerics import poison_bits
-from kcontract.problem import OutputSpec, Problem
+from kcontract.problem import KernelLaunch, OutputSpec, Problem
 
 NEVER_WRITTEN = poison_bits("bf16")  # cache rows no position has reached yet hold NaN
+PARTIALS_ARGS = ("q", "k_cache", "v_cache", "row_pos", "row_slot", "part_m", "part_l", "part_o", "win", "ring",
+                 "n_part", "scale", "kv_heads")
+MERGE_ARGS = ("part_m", "part_l", "part_o", "row_pos", "out", "win", "n_part", "kv_heads")
+ABI = ("q", "k_cache", "v_cache", "row_pos", "row_slot", "part_m", "part_l", "part_o", "out", "win", "ring",
+       "n_part", "scale", "kv_heads")
 
 
 def build_problem(label: str, rows: list[RowData], shape: Shape, window: Window, chunk: int, scale: float,
@@ -46,11 +51,13 @@ def build_problem(label: str, rows: list[RowData], shape: Shape, window: Window,
             "row_slot": np.array(slots, dtype=np.int32),
         },
         outputs={
-            "part_m": OutputSpec((batch, hq, n_part), "fp32", check=False),
-            "part_l": OutputSpec((batch, hq, n_part), "fp32", check=False),
-            "part_o": OutputSpec((batch, hq, n_part, d), "fp32", check=False),
+            "part_m": OutputSpec((batch, hq, n_part), "fp32"),
+            "part_l": OutputSpec((batch, hq, n_part), "fp32"),
+            "part_o": OutputSpec((batch, hq, n_part, d), "fp32"),
             "out": OutputSpec((batch, hq, d), out_fmt),
         },
-        scalars={"win": window.win, "ring": window.ring, "n_part": n_part, "scale": np.float32(scale)},
-        meta={"chunk": chunk, "batch": batch, "q_heads": hq, "kv_heads": hk, "head_dim": d},
+        scalars={"win": np.int32(window.win), "ring": np.int32(window.ring), "n_part": np.int32(n_part),
+                 "scale": np.float32(scale), "kv_heads": np.int32(hk)},
+        launches=(KernelLaunch("partials", (n_part, hk, batch), PARTIALS_ARGS),
+                  KernelLaunch("merge", (hq, batch, 1), MERGE_ARGS)),
     )

@@ -9,8 +9,8 @@ from kcontract.families.attention.spec import Arithmetic, Shape
 from kcontract.families.attention.window import Window, chunk_of_key
 from kcontract.numerics import rn_bits, round_to, ulp_of
 
-HARD_Q = 16.0  # q = 16 e_0: with k[0] = -256 a score of -4096 * scale, whose exp underflows to exactly 0
-HARD_OFF = -256.0
+HARD_Q = 16.0  # q = 16 e_0; "off" keys get k[0] = -2^e so that their score is at most -OFF_NATS
+OFF_NATS = 160.0  # exp(-103.3) is half the least fp32 subnormal: any exp of an argument below -160 is exactly 0
 EXACT_SUM_LIMIT = 2.0**24  # fp32 holds every integer below this exactly
 
 
@@ -44,15 +44,23 @@ def mirror_a_row(rng: np.random.Generator, shape: Shape, window: Window, pos: in
                    v=rn_bits(v, "bf16"), filler_value=0.0, tag="mirror-A")
 
 
-def mirror_b_row(shape: Shape, window: Window, pos: int, chunk: int, on_sets: list[np.ndarray] | None = None,
-                 tag: str = "mirror-B") -> RowData:
+def hard_off(scale: float) -> float:
+    """k[0] of an "off" key: a power of two with HARD_Q * |k[0]| * scale >= OFF_NATS, exact in bf16 and fp32."""
+    exponent = max(0, int(np.ceil(np.log2(OFF_NATS / (HARD_Q * scale)))))
+    if exponent > 100:
+        raise ValueError(f"scale {scale:g} leaves no exact hard-selection mirror (k[0] = -2^{exponent})")
+    return -float(2.0**exponent)
+
+
+def mirror_b_row(shape: Shape, window: Window, pos: int, chunk: int, scale: float,
+                 on_sets: list[np.ndarray] | None = None, tag: str = "mirror-B") -> RowData:
     """Hard selection: p is exactly 1 (on) or 0 (off); on-counts differ per chunk and per key head."""
     hq, hk, d = shape.q_heads, shape.kv_heads, shape.head_dim
     first = window.first(pos)
     n = pos - first + 1
     cid = chunk_of_key(np.arange(first, pos + 1), first, chunk)
     k = np.zeros((n, hk, d))
-    k[:, :, 0] = HARD_OFF
+    k[:, :, 0] = hard_off(scale)
     if on_sets is None:
         on_sets = [chunk_pattern_on_set(cid, kh) for kh in range(hk)]
     for kh, on in enumerate(on_sets):

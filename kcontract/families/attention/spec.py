@@ -52,13 +52,16 @@ class Values(Strict):
     peak_nats: float = Field(default=6.0, ge=0)
 
 
+MAX_ROWS = 2**31 - 1  # int32 positions: a cache of 2^31 rows or more is refused
+
+
 class Cache(Strict):
     """A linear cache (no window) of `length` rows, or a ring of `ring` rows behind a `window`."""
 
     kind: Literal["linear", "ring"]
-    length: int | None = Field(default=None, gt=0)
-    window: int | None = Field(default=None, gt=0)
-    ring: int | None = Field(default=None, gt=0)
+    length: int | None = Field(default=None, gt=0, le=MAX_ROWS)
+    window: int | None = Field(default=None, gt=0, le=MAX_ROWS)
+    ring: int | None = Field(default=None, gt=0, le=MAX_ROWS)
 
     @model_validator(mode="after")
     def _shape(self) -> "Cache":
@@ -88,13 +91,13 @@ class Case(Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     cache: Cache
-    rows: list[int] = Field(min_length=1)
+    rows: list[int] = Field(min_length=1, max_length=1024)
 
     @model_validator(mode="after")
     def _positions(self) -> "Case":
         for pos in self.rows:
-            if pos < 0 or pos >= 2**31:
-                raise ValueError(f"row positions in [0, 2^31), given: {pos}")
+            if pos < 0 or pos > MAX_ROWS:
+                raise ValueError(f"row positions in [0, 2^31 - 1], given: {pos}")
             if self.cache.kind == "linear" and pos >= self.cache.rows:
                 raise ValueError(f"row positions below the cache length {self.cache.rows}, given: {pos}")
         return self
@@ -103,14 +106,14 @@ class Case(Strict):
 class Stress(Strict):
     """Gate 3's merge-stress inputs."""
 
-    chunks: int = Field(default=130, ge=2)  # chunks in the longest stress row
+    chunks: int = Field(default=130, ge=2, le=4096)  # chunks in the longest stress row
     gap_nats: float = Field(default=40.0, gt=0)  # spread of the per-chunk maxima
 
 
 class Mirror(Strict):
     """Gate 4's integer mirrors."""
 
-    max_keys: int = Field(default=1024, gt=0, le=65536)  # keys per mirror row: 65,536 x 256 stays below 2^24
+    max_keys: int = Field(default=1024, gt=0, le=65536)  # keys per mirror row: sums of at most 65,536 x 256 = 2^24
 
 
 class DecodeSpec(Strict):
@@ -122,7 +125,7 @@ class DecodeSpec(Strict):
     cases: list[Case] = Field(min_length=1)
     stress: Stress = Stress()
     mirror: Mirror = Mirror()
-    scale: float | None = None  # default fp32(1/sqrt(head_dim))
+    scale: float | None = Field(default=None, ge=2.0**-60, le=2.0**10)  # default fp32(1/sqrt(head_dim))
 
     @model_validator(mode="after")
     def _unique_cases(self) -> "DecodeSpec":

@@ -13,7 +13,7 @@ from kcontract.problem import Problem, Variant
 
 BATCH_SIZES = (2, 7, 16, 64)
 LONGER_CACHE = 16  # the cache is declared this many times longer, same content
-LONGER_CACHE_BYTES = 4 << 30  # cap on the re-laid cache pool; the factor shrinks to fit
+LONGER_CACHE_BYTES = 4 << 30  # the re-laid pool's budget: the factor shrinks to fit it, but never below 2
 
 
 @dataclass
@@ -68,6 +68,10 @@ def plan_variants(plan: VariantPlan, base_problem: Problem) -> list[Variant]:
 
 
 def longer_factor(problem: Problem) -> int:
-    """The largest factor up to LONGER_CACHE whose re-laid cache pool fits the byte cap."""
-    pool = problem.inputs["k_cache"].nbytes + problem.inputs["v_cache"].nbytes
-    return max(2, min(LONGER_CACHE, LONGER_CACHE_BYTES // max(pool, 1)))
+    """The largest factor up to LONGER_CACHE whose re-laid cache pool fits the budget, and at least 2."""
+    return factor_for(problem.inputs["k_cache"].nbytes + problem.inputs["v_cache"].nbytes)
+
+
+def factor_for(pool_bytes: int) -> int:
+    """The cache-length factor of gate 2's longer-cache variant for a pool of this many bytes."""
+    return max(2, min(LONGER_CACHE, LONGER_CACHE_BYTES // max(pool_bytes, 1)))

@@ -33,8 +33,7 @@ class Frames:
     mc_lo: np.ndarray
     mc_hi: np.ndarray
     top: np.ndarray  # S: the row's exact maximum score
-    top_lo: np.ndarray
-    top_hi: np.ndarray
+    top_hi: np.ndarray  # an upper bound of any computed row maximum
 
 
 @dataclass
@@ -77,8 +76,7 @@ def chunk_frames(s: np.ndarray, err: np.ndarray, starts: np.ndarray) -> Frames:
     mc = np.maximum.reduceat(s, starts, axis=1)
     mc_lo = np.maximum.reduceat(s - err, starts, axis=1)
     mc_hi = np.maximum.reduceat(s + err, starts, axis=1)
-    return Frames(mc, mc_lo, mc_hi, mc.max(1, keepdims=True), mc_lo.max(1, keepdims=True),
-                  mc_hi.max(1, keepdims=True))
+    return Frames(mc, mc_lo, mc_hi, mc.max(1, keepdims=True), mc_hi.max(1, keepdims=True))
 
 
 def merge_log_error(fr: Frames, arith: Arithmetic) -> np.ndarray:

@@ -43,11 +43,6 @@ def chunk_of_key(positions: np.ndarray, first: int, chunk: int) -> np.ndarray:
     return positions // chunk - first // chunk
 
 
-def partial_count(window: Window, pos: int, chunk: int) -> int:
-    """Partials a row at `pos` needs."""
-    return pos // chunk - window.first(pos) // chunk + 1
-
-
 def max_partials(window: Window, chunk: int) -> int:
     """Partials any row can need under this layout (what a launcher declares as n_part)."""
     span = window.win if window.win > 0 else window.ring

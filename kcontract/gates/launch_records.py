@@ -1,0 +1,40 @@
+"""Gate 5: the kernel's registers, shared memory, spills and launch shape per SM match its committed record,
+and no launch breaks an SM's limits beyond the baseline.
+
+Counts: checked = symbol x SM rows compared with the record; failures = stale or missing rows plus limit
+problems not in records/baseline.json.
+"""
+
+from __future__ import annotations
+
+from kcontract.gates.base import GateResult, Offender
+from kcontract.gates.context import GateContext
+from kcontract.records.gate5 import judge_kernel
+from kcontract.records.records import UPDATE_HINT
+
+NUMBER = 5
+TITLE = "launch records"
+KIND = "records"
+
+
+def run(ctx: GateContext) -> GateResult:
+    """Compile the kernel for every target SM and compare it with the entry's record and the SM limits."""
+    verdict = judge_kernel(ctx.loaded, ctx.entry, ctx.kernel)
+    result = GateResult(gate=NUMBER, passed=verdict.passed, checked=len(verdict.rows))
+    result.failures = len(verdict.stale) + len(verdict.new_problems) + len(verdict.errors) + len(verdict.notes)
+    result.facts = {"limit_problems": len(verdict.problems), "new_limit_problems": len(verdict.new_problems)}
+    mismatches = ctx.loaded_attribute_mismatches() if ctx.kernel.cuda is not None else []
+    result.failures += len(mismatches)
+    result.passed = result.passed and not mismatches
+    problems = ([f"{r.role} on {r.sm}: {r.status} record: {r.detail}" for r in verdict.stale] + verdict.notes
+                + [f"new limit problem: {p}" for p in verdict.new_problems] + verdict.errors + mismatches)
+    if problems:
+        result.message = f"{len(problems)} problems: {problems[0]}" + (f" (and {len(problems) - 1} more)"
+                                                                     if len(problems) > 1 else "")
+        result.worst = Offender("records", {}, problems[0], f"a current record and no new limit problem "
+                                                            f"({UPDATE_HINT} if the change is intended)")
+    elif not verdict.rows:
+        result.message = "checked zero symbol x SM rows: the gate proved nothing"
+    ctx.progress(NUMBER, "records")
+    result.replay = ctx.replay(NUMBER)
+    return result

@@ -1,0 +1,40 @@
+"""One plain line per entry x gate (and per task that did not run): the CI log's verdicts, never truncated."""
+
+from __future__ import annotations
+
+from kcontract.gates import GATES
+from kcontract.gates.base import GateResult
+from kcontract.runner.outcome import Outcome, Task
+
+
+def who(task: Task) -> str:
+    """`np_decode` or `control np_truncated_output (for np_decode)`."""
+    return task.name if task.kind == "entry" else f"control {task.name} (for {task.entry})"
+
+
+def counts(result: GateResult) -> str:
+    """The counts that matter for the gate's kind."""
+    kind = getattr(GATES[result.gate], "KIND", "")
+    if kind == "ranges":
+        return (f"{result.checked} checked, {result.decided} decided ({result.facts.get('decided_pct', 0.0):g} %), "
+                f"{result.bit_equal} bit-equal, {result.within} within, {result.failures} failures")
+    if kind == "invariance":
+        return (f"{result.checked} compared over {result.facts.get('variants', 0)} variants, "
+                f"{result.bit_equal} bit-equal, {result.failures} failures")
+    if kind == "records":
+        return (f"{result.checked} symbol x SM rows, {result.failures} failures, "
+                f"{result.facts.get('limit_problems', 0)} limit problems")
+    return f"{result.checked} checked, {result.failures} failures"
+
+
+def gate_line(task: Task, result: GateResult) -> str:
+    """`entry gate 1 exactness vs float64: pass, 4096 checked, ..., 2.1 s`."""
+    verdict = "pass" if result.passed else "FAIL"
+    return (f"{who(task)} gate {result.gate} {GATES[result.gate].TITLE}: {verdict}, {counts(result)}, "
+            f"{result.seconds:.1f} s")
+
+
+def status_line(outcome: Outcome) -> str:
+    """`entry: crashed: worker died (signal SIGABRT), 0.3 s` for a task that did not run to the end."""
+    tail = "; a control that does not run counts as missed" if outcome.task.kind == "control" else ""
+    return f"{who(outcome.task)}: {outcome.status}: {outcome.detail.strip()}, {outcome.seconds:.1f} s{tail}"

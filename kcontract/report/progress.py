@@ -1,0 +1,50 @@
+"""Progress while a run goes: a bar that moves per case and gate in a terminal, a line per gate otherwise."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kcontract.report.lines import gate_line, status_line, who
+from kcontract.runner.outcome import Outcome
+from kcontract.runner.outcome import Progress as Step
+
+
+class RunProgress:
+    """Reports each finished case and gate; `units` counts every (task, gate, case) the run will do."""
+
+    def __init__(self, console: Console, units: int):
+        self.console = console
+        self.interactive = console.is_terminal
+        self.bar: Progress | None = None
+        self.units = max(units, 1)
+
+    def __enter__(self) -> RunProgress:
+        if self.interactive:
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=self.console, transient=True)
+            self.bar.start()
+            self.bar_id = self.bar.add_task("kcontract run", total=self.units)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def step(self, step: Step) -> None:
+        """A case finished (advance the bar) or a gate finished (print its line)."""
+        if step.result is None:
+            if self.bar is not None:
+                self.bar.update(self.bar_id, advance=1,
+                                description=f"{who(step.task)} gate {step.gate} {step.case}")
+            return
+        self._print(gate_line(step.task, step.result))
+
+    def done(self, outcome: Outcome) -> None:
+        """A task ended; one that did not run to the end gets its line."""
+        if outcome.status != "ran":
+            self._print(status_line(outcome))
+
+    def _print(self, line: str) -> None:
+        target = self.bar.console if self.bar is not None else self.console
+        target.print(line, markup=False, highlight=False)

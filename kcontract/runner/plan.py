@@ -1,0 +1,86 @@
+"""Which tasks a run makes from the contract and the selection options; every option must match something."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from kcontract.contract.loaded import LoadedContract
+from kcontract.errors import UsageError
+from kcontract.runner.outcome import Task
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user asked `run` for."""
+
+    only: tuple[str, ...] = ()
+    controls: tuple[str, ...] = ()
+    gate: int | None = None
+    case: str | None = None
+    seed: int | None = None
+    no_controls: bool = False
+
+    @property
+    def partial(self) -> bool:
+        """Whether the run leaves part of the contract out."""
+        return bool(self.only or self.controls or self.gate is not None or self.case is not None or
+                    self.no_controls)
+
+
+def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection) -> list[Task]:
+    """Entry tasks, then control tasks; a UsageError names any option that matches nothing."""
+    seed = loaded.seed if sel.seed is None else sel.seed
+    names = [e.name for e in loaded.entries]
+    entries = [e for e in loaded.entries if not sel.only or any(fnmatch.fnmatch(e.name, g) for g in sel.only)]
+    if sel.only and not entries:
+        raise UsageError(f"--only {' '.join(sel.only)} matches no entry; entries: {_few(names)}")
+    missing = [c for c in sel.controls if c not in {k.name for k in loaded.controls}]
+    if missing:
+        raise UsageError(f"--control {', '.join(missing)}: no such control in {contract_path}; controls: "
+                         f"{_few([c.name for c in loaded.controls])}")
+    if sel.controls:
+        entries = []
+    chosen = {e.name for e in entries}
+    controls = [] if sel.no_controls else [
+        c for c in loaded.controls if c.name in sel.controls or (not sel.controls and c.entry in chosen)]
+    if sel.gate is not None and not sel.controls:
+        controls = [c for c in controls if c.gate == sel.gate]
+
+    def gates_for(entry_name: str) -> list[int]:
+        entry = loaded.entry(entry_name)
+        gates = [g for g in entry.gates if sel.gate is None or g == sel.gate]
+        if sel.case is not None:
+            gates = [g for g in gates if sel.case in entry.family.cases(g)]
+        return gates
+
+    tasks = [Task("entry", e.name, e.name, contract_path, gates_for(e.name), seed, sel.case, e.timeout)
+             for e in entries]
+    tasks += [Task("control", c.name, c.entry, contract_path, gates_for(c.entry), seed, sel.case,
+                   c.timeout or loaded.entry(c.entry).timeout) for c in controls]
+    _refuse_empty(loaded, tasks, sel)
+    return [t for t in tasks if t.gates]
+
+
+def _refuse_empty(loaded: LoadedContract, tasks: list[Task], sel: Selection) -> None:
+    """A selection that leaves nothing to check is a usage error that says why."""
+    if any(t.gates for t in tasks):
+        for task in tasks:
+            if not task.gates and task.kind == "control" and task.name in sel.controls:
+                raise UsageError(f"--control {task.name}: nothing of it matches --gate/--case")
+        return
+    subject = ", ".join(sorted({t.entry for t in tasks})[:6]) or "the selected entries"
+    if sel.case is not None:
+        known = sorted({c for t in tasks for g in loaded.entry(t.entry).gates
+                        for c in loaded.entry(t.entry).family.cases(g)})
+        raise UsageError(f"--case {sel.case}: {subject} has no such case"
+                         f"{' under --gate ' + str(sel.gate) if sel.gate else ''}; cases: {_few(known)}")
+    if sel.gate is not None:
+        why = " (gate 5 checks launch records of CUDA kernels)" if sel.gate == 5 else ""
+        raise UsageError(f"--gate {sel.gate}: {subject} runs no gate {sel.gate}{why}")
+    raise UsageError("nothing to run: the selection holds no entry or control")
+
+
+def _few(names: list[str]) -> str:
+    """Up to eight names and a count of the rest."""
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "") if names else "none"

@@ -1,0 +1,261 @@
+"""The installed `kcontract` console script as a user runs it: no PYTHONPATH, any folder, 80 columns, no terminal,
+bad input, replays and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU = ROOT / "tests" / "contracts" / "cpu.yaml"
+SCRIPT = Path(sys.executable).with_name("kcontract")
+
+
+def kcontract(*args: str, cwd: Path = ROOT, timeout: float = 600, env: dict | None = None
+              ) -> subprocess.CompletedProcess:
+    """Run the installed console script without PYTHONPATH, at 80 columns, with no terminal."""
+    assert SCRIPT.is_file(), f"{SCRIPT} is missing: install the package first (pip install -e '.[dev]')"
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KCONTRACT_IN_PROCESS")}
+    environ |= {"COLUMNS": "80"} | (env or {})
+    return subprocess.run([str(SCRIPT), *args], cwd=cwd, env=environ, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def no_traceback(proc: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def write_contract(tmp_path: Path, body: str) -> Path:
+    """A contract in tmp_path beside a copy of this repository's test doubles (its Python kernels)."""
+    (tmp_path / "tests").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "tests" / "__init__.py", tmp_path / "tests")
+    shutil.copytree(ROOT / "tests" / "doubles", tmp_path / "tests" / "doubles", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    path = tmp_path / "contract.yaml"
+    path.write_text(body)
+    return path
+
+
+ENTRY = """version: 1
+seed: 3
+entries:
+  - name: dec
+    family: attention.decode
+    kernel: {python: "%s"}
+    shape: {head_dim: 128, q_heads: 2, kv_heads: 1}
+    stress: {chunks: 3}
+    mirror: {max_keys: 300}
+    cases:
+      - {name: small, cache: {kind: linear, length: 300}, rows: [299, 17]}
+"""
+
+
+def test_cpu_contract_from_the_repository_root_at_80_columns(tmp_path):
+    report = tmp_path / "run.json"
+    proc = kcontract("run", "--contract", "tests/contracts/cpu.yaml", "--jobs", "2", "--json", str(report))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    no_traceback(proc)
+    assert "SUMMARY 3 kernels: 3 pass gates 1-4, 0 fail, 0 known findings; 11 controls: 11 red as planted, " \
+           "0 missed; 0 limit problems" in proc.stdout
+    assert "…" not in proc.stdout + proc.stderr  # nothing truncated
+    for entry in ("np_decode_d128_g4", "np_decode_d512_g16", "np_decode_d256_g3"):
+        for gate in (1, 2, 3, 4):
+            assert re.search(rf"^{entry} gate {gate} .*: pass, \d+ ", proc.stdout, re.M), (entry, gate)
+    assert len([line for line in proc.stderr.splitlines() if "red as planted at gate" in line]) == 11
+    doc = json.loads(report.read_text())
+    for control in doc["controls"]:
+        red = [int(g) for g, r in control["gates"].items() if not r["passed"]]
+        assert control["status"] == "ran" and doc["planted"][control["task"]["name"]] in red, control["task"]
+    for entry in doc["entries"]:
+        for gate, result in entry["gates"].items():
+            assert result["passed"] and result["checked"] > 0, (entry["task"]["name"], gate)
+            assert result["checked"] == result["bit_equal"] + result["within"] + result["failures"]
+
+
+def test_aborting_and_hanging_kernels_are_reported_and_the_run_goes_on():
+    proc = kcontract("run", "--contract", "tests/contracts/faulty.yaml", timeout=300)
+    assert proc.returncode == 1
+    assert ("SUMMARY 4 kernels: 2 pass gates 1-4, 2 fail, 0 known findings; 0 controls: 0 red as planted, "
+            "0 missed; 0 limit problems") in proc.stdout, proc.stdout + proc.stderr
+    assert "aborts: crashed: worker died (signal SIGABRT)" in proc.stdout
+    assert "hangs: timed out: no answer within 8 s" in proc.stdout
+    assert re.search(r"^after gate 4 integer-mirror sums: pass", proc.stdout, re.M)
+    no_traceback(proc)
+
+
+def test_another_folder_with_a_contract_path(tmp_path):
+    proc = kcontract("run", "--contract", str(ROOT / "tests" / "contracts" / "faulty.yaml"), "--only", "before",
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "SUMMARY 1 kernels: 1 pass gates 1-4" in proc.stdout
+    check = kcontract("check", "--contract", str(ROOT / "tests" / "contracts" / "gate5" / "contract.yaml"),
+                      cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUMMARY check passed" in check.stdout
+
+
+def test_gate_5_runs_alone_with_its_controls():
+    proc = kcontract("run", "--contract", "tests/contracts/gate5/contract.yaml", "--gate", "5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^tiny gate 5 launch records: pass, 14 symbol x SM rows, 0 failures", proc.stdout, re.M)
+    assert "2 controls: 2 red as planted, 0 missed" in proc.stdout
+
+
+def test_the_repository_contract_needs_a_gpu_and_says_what_runs_without_one():
+    if _gpu():
+        pytest.skip("a GPU is present: `kcontract run` runs the contract there")
+    proc = kcontract("run")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "need a CUDA GPU" in proc.stderr and "kcontract check" in proc.stderr
+    no_traceback(proc)
+
+
+def _gpu() -> bool:
+    from kcontract.launch import gpu_present
+
+    return gpu_present()
+
+
+def test_every_replay_command_runs_and_reproduces():
+    proc = kcontract("run", "--contract", "tests/contracts/replay.yaml")
+    assert proc.returncode == 1
+    replays = re.findall(r"^  replay: (kcontract .*)$", proc.stderr, re.M)
+    worsts = re.findall(r"^  worst: (.*)$", proc.stderr, re.M)
+    assert len(replays) == 3 and len(worsts) == 3, proc.stderr
+    for replay, worst in zip(replays, worsts):
+        args = replay.split()[1:]
+        again = kcontract(*args)
+        assert again.returncode == 1, (replay, again.stderr)
+        assert f"  worst: {worst}" in again.stderr, (replay, again.stderr)
+        gate = args[args.index("--gate") + 1]
+        assert re.search(rf"^no_rescale gate {gate} .*: FAIL", again.stdout, re.M)
+
+
+@pytest.mark.parametrize("target, expected", [
+    ("tests.doubles.faulty:no_such_kernel", "entries[0].kernel.python: a function of tests.doubles.faulty; it has "
+                                            "no attribute 'no_such_kernel'"),
+    ("tests.doubles.faulty:NOT_A_FUNCTION", "entries[0].kernel.python: a callable; tests.doubles.faulty."
+                                            "NOT_A_FUNCTION is a int"),
+    ("tests.doubles.faulty:wrong_signature", "entries[0].kernel.python: a function taking the ABI's arguments by "
+                                             "keyword"),
+    ("tests.doubles.nowhere:f", "entries[0].kernel.python: an importable module:function; no module named "
+                                "'tests.doubles.nowhere'"),
+])
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_bad_kernel_references_are_one_line_and_exit_2(tmp_path, target, expected, command):
+    contract = write_contract(tmp_path, ENTRY % target)
+    proc = kcontract(command, "--contract", str(contract), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"ERROR: {contract}:6: {expected}"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    no_traceback(proc)
+
+
+@pytest.mark.parametrize("target, line", [
+    ("tests.doubles.faulty:raises", "kernel tests.doubles.faulty:raises raised ValueError: out[b] = 1 failed [/] "
+                                    "here in call small"),
+    ("tests.doubles.faulty:writes_floats", "kernel tests.doubles.faulty:writes_floats in call small: out: expected "
+                                           "uint16 bf16 bits of shape (2, 2, 128), given float32 (2, 2, 128)"),
+])
+def test_a_failing_kernel_is_one_line_naming_the_call(tmp_path, target, line):
+    contract = write_contract(tmp_path, ENTRY % target)
+    proc = kcontract("run", "--contract", str(contract), "--junit", str(tmp_path / "j.xml"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"dec: error: {line}" in proc.stdout
+    no_traceback(proc)
+    junit = (tmp_path / "j.xml").read_text()
+    assert 'message="error: kernel tests.doubles.faulty:' in junit
+    verbose = kcontract("run", "--contract", str(contract), "--verbose", cwd=tmp_path)
+    assert "Traceback" in verbose.stderr if "raises" in target else "Traceback" not in verbose.stderr
+
+
+def test_a_case_too_large_for_memory_is_refused_at_load(tmp_path):
+    body = (ENTRY % "tests.doubles.decode:window_decode").replace("{kind: linear, length: 300}, rows: [299, 17]",
+                                                                  "{kind: linear, length: 2000000000}, rows: [17]")
+    proc = kcontract("run", "--contract", str(write_contract(tmp_path, body)), cwd=ROOT)
+    assert proc.returncode == 2
+    assert re.match(r"ERROR: .*contract.yaml:11: entries\[0\]\.cases\[0\]: a case that fits in memory: its largest "
+                    r"call needs at least [\d.]+ TiB \([\d,]+ bytes\) and this machine has", proc.stderr), proc.stderr
+    no_traceback(proc)
+
+
+def test_a_cache_of_2_to_the_31_rows_is_refused_by_name(tmp_path):
+    body = (ENTRY % "tests.doubles.decode:window_decode").replace("length: 300}, rows: [299, 17]",
+                                                                  "length: 2147483648}, rows: [17]")
+    proc = kcontract("check", "--contract", str(write_contract(tmp_path, body)), cwd=ROOT)
+    assert proc.returncode == 2
+    assert "entries[0].cases[0].cache.length: an integer <= 2147483647, given: 2147483648" in proc.stderr
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--json", "README.md/out.json"], "--json README.md/out.json: cannot create its folder"),
+    (["--junit", "tests"], "--junit tests: is a directory"),
+    (["--gate", "5"], "--gate 5: np_decode_d128_g4, np_decode_d256_g3, np_decode_d512_g16 runs no gate 5 (gate 5 "
+                      "checks launch records of CUDA kernels)"),
+    (["--case", "nope"], "--case nope: np_decode_d128_g4, np_decode_d256_g3, np_decode_d512_g16 has no such case"),
+    (["--only", "zzz*"], "--only zzz* matches no entry"),
+    (["--control", "nope"], "--control nope: no such control"),
+    (["--receipt", "/tmp/r.json", "--only", "np_*"], "--receipt attests the whole contract"),
+])
+def test_options_that_match_nothing_or_cannot_be_written_are_refused_before_the_run(args, expected):
+    started = time.monotonic()
+    proc = kcontract("run", "--contract", "tests/contracts/cpu.yaml", *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"ERROR: {expected}"), proc.stderr
+    assert "SUMMARY" not in proc.stdout and time.monotonic() - started < 30
+
+
+def test_a_small_declared_scale_keeps_the_hard_selection_mirror_exact(tmp_path):
+    body = (ENTRY % "tests.doubles.decode:window_decode").replace("    stress:", "    scale: 0.002\n    stress:")
+    proc = kcontract("run", "--contract", str(write_contract(tmp_path, body)), "--gate", "4", cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^dec gate 4 integer-mirror sums: pass, \d+ checked, .* 0 failures", proc.stdout, re.M)
+
+
+def test_help_lists_the_exit_codes():
+    proc = kcontract("--help")
+    assert proc.returncode == 0
+    for code in ("0", "1", "2", "3", "130"):
+        assert re.search(rf"^\s+{code}\s", proc.stdout, re.M), proc.stdout
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker.encode() in (proc / "environ").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_ctrl_c_ends_every_worker_with_one_line_and_130():
+    marker = f"KCONTRACT_TEST_MARK={uuid.uuid4().hex}"
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    environ[marker.split("=")[0]] = marker.split("=")[1]
+    proc = subprocess.Popen([str(SCRIPT), "run", "--contract", str(CPU), "--jobs", "2"], cwd=ROOT, env=environ,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(_processes_with(marker)) < 3 and time.monotonic() < deadline:  # the parent and two workers
+        time.sleep(0.2)
+    time.sleep(2.0)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    assert err.strip().splitlines()[-1] == "interrupted"
+    assert "Traceback" not in err and "EOFError" not in err and "KeyboardInterrupt" not in err, err
+    time.sleep(0.5)
+    assert _processes_with(marker) == [], "a worker outlived the interrupted run"
