@@ -1,81 +1,120 @@
-"""Receipt currency: a GPU run's receipt names the sources it ran with their sha256; CI checks they still match.
+"""Receipt checks: every receipt beside a contract must be valid and current; `require_receipt` demands one.
 
-A receipt is receipts/<name>.json holding at least {"sources": {"kernels/x.cu": "<sha256>", ...}}, paths relative
-to the directory that holds receipts/ (the contract's directory). `source_hashes()` builds that mapping.
+A receipt (receipts/<contract>-<device>.json) names its contract, covers all of it, lists the sha256 of every
+file the run depended on and the checker's package digest. It is stale when any of those changed; invalid
+when it lists no sources, covers part of its contract, or ran without a GPU although the contract has CUDA
+kernels.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcontract.errors import ContractError
+from kcontract.errors import KContractError
+from kcontract.provenance import file_sha256, package_digest
 
 RECEIPTS_DIR = "receipts"
+KIND = "kcontract-run"
 
 
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def source_hashes(paths: list[str], base: Path) -> dict[str, str]:
-    """{"path": sha256} for a receipt's `sources`, paths relative to `base`."""
-    return {p: file_sha256(base / p) for p in sorted(set(paths))}
+def receipt_name(contract: Path, device: str) -> str:
+    """`receipts/contract-h200.json`: what the receipt covers and where it ran."""
+    return f"{RECEIPTS_DIR}/{contract.stem}-{device}.json"
 
 
 @dataclass
 class ReceiptReport:
-    """Each receipt checked: how many, and what went stale."""
+    """Each receipt checked: how many, and what is stale, invalid or missing."""
 
     receipts: list[str] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # one line per problem, "receipts/x.json: ..."
+    missing: bool = False  # the contract requires a receipt and none current covers it
 
     @property
     def passed(self) -> bool:
-        """No receipt names a source that changed."""
+        """No receipt is stale or invalid, and a required one is there."""
         return not self.stale
 
     def summary(self) -> str:
-        """`no receipts`, `2 receipts current`, or `1 of 2 receipts stale`."""
-        if not self.receipts:
-            return "no receipts"
-        bad = len({line.split(":", 1)[0] for line in self.stale})
+        """`no receipts`, `2 receipts current`, or `1 of 2 receipts stale or invalid`."""
         n = len(self.receipts)
-        return f"{n} receipt{'s' if n != 1 else ''} current" if not bad else f"{bad} of {n} receipts stale"
+        bad = len({line.split(":", 1)[0] for line in self.stale if line.startswith(RECEIPTS_DIR)})
+        text = "no receipts" if not n else (f"{n} receipt{'s' if n != 1 else ''} current" if not bad
+                                            else f"{bad} of {n} receipts stale or invalid")
+        return text + ("; the contract requires one" if self.missing else "")
 
 
-def _sources(path: Path, data) -> dict[str, str]:
-    """The receipt's source -> sha256 mapping; a malformed receipt is a ContractError."""
-    sources = data.get("sources") if isinstance(data, dict) else None
-    if isinstance(sources, list):
-        sources = {s.get("path"): s.get("sha256") for s in sources if isinstance(s, dict)}
-    if not isinstance(sources, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                for k, v in sources.items()):
-        raise ContractError(str(path), None, "sources",
-                            'a mapping of source path to sha256 ({"kernels/x.cu": "<sha256>"})')
-    return sources
+def check_receipts(loaded) -> ReceiptReport:
+    """Check every receipt beside the contract; one that sets `require_receipt` needs a current one of itself."""
+    from kcontract.contract.loader import load_contract
 
-
-def check_receipts(base: Path) -> ReceiptReport:
-    """Check every receipts/*.json under `base` against the sources it names."""
+    base = Path(loaded.path).resolve().parent
     report = ReceiptReport()
     folder = base / RECEIPTS_DIR
+    contract_rel = Path(loaded.path).resolve().relative_to(base).as_posix()
+    covered = False
+    digest = package_digest()
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         shown = f"{RECEIPTS_DIR}/{path.name}"
         report.receipts.append(shown)
         try:
             data = json.loads(path.read_text())
         except ValueError as error:
-            raise ContractError(shown, getattr(error, "lineno", None), "", "a JSON receipt") from None
-        fix = f"run `kcontract run --receipt {shown}` on a GPU"
-        for source, digest in sorted(_sources(Path(shown), data).items()):
-            target = base / source
-            if not target.is_file():
-                report.stale.append(f"{shown}: {source} no longer exists: {fix}")
-            elif (now := file_sha256(target)) != digest:
-                report.stale.append(f"{shown}: {source} changed since the receipt (sha256 {digest[:12]}, "
-                                    f"now {now[:12]}): {fix}")
+            report.stale.append(f"{shown}: not valid JSON ({error})")
+            continue
+        problems = _problems(data, base, digest, load_contract, loaded if data.get("contract") == contract_rel
+                             else None)
+        report.stale += [f"{shown}: {p}" for p in problems]
+        if not problems and data.get("contract") == contract_rel:
+            covered = True
+    if not covered and loaded.model.require_receipt:
+        report.missing = True
+        report.stale.append(f"{contract_rel} requires a receipt and no current one covers it: run "
+                            f"`kcontract run --contract {contract_rel} --receipt {receipt_name(Path(contract_rel), 'GPU')}`"
+                            f" on a GPU and commit the receipt")
     return report
+
+
+def _has_cuda(loaded) -> bool:
+    return any(e.kernel.cuda is not None for e in loaded.entries)
+
+
+def _problems(data, base: Path, digest: str, load, loaded) -> list[str]:
+    """What makes one receipt invalid or stale, one phrase each."""
+    fix = "rerun `kcontract run --receipt FILE` on a GPU and commit it"
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        return [f"not a kcontract receipt (no \"kind\": \"{KIND}\"): {fix}"]
+    sources = data.get("sources")
+    if not isinstance(sources, dict) or not sources or not all(isinstance(k, str) and isinstance(v, str)
+                                                               for k, v in sources.items()):
+        return [f"invalid: it lists no sources with their sha256, so it attests nothing: {fix}"]
+    problems = []
+    for source, sha in sorted(sources.items()):
+        target = base / source
+        if not target.is_file():
+            problems.append(f"{source} no longer exists: {fix}")
+        elif (now := file_sha256(target)) != sha:
+            problems.append(f"{source} changed since the receipt (sha256 {sha[:12]}, now {now[:12]}): {fix}")
+    checker = (data.get("checker") or {}).get("sha256")
+    if checker != digest:
+        problems.append(f"made by another kcontract (package sha256 {str(checker)[:12]}, now {digest[:12]}): {fix}")
+    contract = data.get("contract")
+    if not isinstance(contract, str) or not (base / contract).is_file():
+        return problems + [f"names no contract beside it ({contract!r}): {fix}"]
+    try:
+        loaded = loaded or load(str(base / contract), import_kernels=False)
+    except KContractError as error:
+        return problems + [f"its contract {contract} does not load ({error.message})"]
+    covers = data.get("covers") or {}
+    want = {"entries": len(loaded.entries), "controls": len(loaded.controls)}
+    got = {k: covers.get(k) for k in want}
+    if got != want or covers.get("partial"):
+        problems.append(f"invalid: covers {got['entries']} entries and {got['controls']} controls"
+                        f"{' (a partial run)' if covers.get('partial') else ''}, {contract} has {want['entries']} "
+                        f"and {want['controls']}: {fix}")
+    if _has_cuda(loaded) and data.get("device") != "gpu":
+        problems.append(f"invalid: ran on {data.get('device', 'an unknown device')}, and {contract} has CUDA "
+                        f"kernels: {fix}")
+    return problems

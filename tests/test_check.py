@@ -10,7 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from kcontract.cli import cli
-from kcontract.receipts import check_receipts, file_sha256, source_hashes
+from kcontract.contract.loader import load_contract
+from kcontract.provenance import file_sha256
+from kcontract.receipts import check_receipts
+from kcontract.report.receipt import build_receipt
 from kcontract.toolchain import pins
 from kcontract.toolchain.pins import toolchain_id
 
@@ -53,6 +56,13 @@ def test_the_repository_contract_passes():
     assert done.exit_code == 0, done.output
     assert "SUMMARY check passed: contract valid" in done.output
     assert "0 unregistered" in done.output
+
+
+def test_a_check_that_checks_nothing_fails():
+    done = check(ROOT / "tests" / "contracts" / "cpu_nocontrols.yaml")
+    assert done.exit_code == 1
+    assert "FAIL nothing to check: no CUDA kernel compiled, no launch record, no control" in done.output
+    assert "SUMMARY check FAILED" in done.output
 
 
 def test_the_gate5_contract_passes_with_both_controls_red():
@@ -128,27 +138,89 @@ def test_a_warm_cache_needs_no_toolchain(project, monkeypatch):
     assert done.exit_code == 0 and "cached" in done.output
 
 
+def gpu_receipt(contract: Path) -> dict:
+    """A receipt of the contract as a GPU run would write it (no GPU needed to build one)."""
+    receipt = build_receipt(load_contract(str(contract), import_kernels=False), {"summary": "SUMMARY ...",
+                                                                                "entries": [], "controls": []},
+                            seed=9, wall_s=1.0, gpu=False)
+    receipt["device"] = "gpu"
+    return receipt
+
+
+def write_receipt(contract: Path, receipt: dict, name: str = "contract-h200.json") -> Path:
+    (contract.parent / "receipts").mkdir(exist_ok=True)
+    path = contract.parent / "receipts" / name
+    path.write_text(json.dumps(receipt))
+    return path
+
+
+def receipts_of(contract: Path):
+    return check_receipts(load_contract(str(contract), import_kernels=False))
+
+
 def test_receipts_current_and_stale(project):
-    base = project.parent
-    assert check_receipts(base).summary() == "no receipts"
-    (base / "receipts").mkdir()
-    receipt = {"sources": source_hashes(["kernels/tiny.cu"], base), "summary": "SUMMARY ..."}
-    (base / "receipts" / "h200.json").write_text(json.dumps(receipt))
-    assert check_receipts(base).summary() == "1 receipt current"
+    assert receipts_of(project).summary() == "no receipts"
+    receipt = gpu_receipt(project)
+    assert "kernels/tiny.cu" in receipt["sources"] and "contract.yaml" in receipt["sources"]
+    write_receipt(project, receipt)
+    assert receipts_of(project).summary() == "1 receipt current"
     assert "receipts: 1 receipt current" in check(project).output
-    source = base / "kernels" / "tiny.cu"
+    source = project.parent / "kernels" / "tiny.cu"
     source.write_text(source.read_text() + "\n// touched\n")
-    stale = check_receipts(base)
-    assert not stale.passed and stale.summary() == "1 of 1 receipts stale"
-    assert stale.stale == [f"receipts/h200.json: kernels/tiny.cu changed since the receipt (sha256 "
+    stale = receipts_of(project)
+    assert not stale.passed and stale.summary() == "1 of 1 receipts stale or invalid"
+    assert stale.stale == [f"receipts/contract-h200.json: kernels/tiny.cu changed since the receipt (sha256 "
                            f"{receipt['sources']['kernels/tiny.cu'][:12]}, now {file_sha256(source)[:12]}): "
-                           f"run `kcontract run --receipt receipts/h200.json` on a GPU"]
+                           f"rerun `kcontract run --receipt FILE` on a GPU and commit it"]
     done = check(project)
-    assert done.exit_code == 1 and "run `kcontract run --receipt receipts/h200.json` on a GPU" in done.output
+    assert done.exit_code == 1 and "kernels/tiny.cu changed since the receipt" in done.output
 
 
-def test_a_malformed_receipt_is_a_usage_error(project):
+def test_a_receipt_is_stale_when_the_checker_changes(project, monkeypatch):
+    write_receipt(project, gpu_receipt(project))
+    assert receipts_of(project).passed
+    monkeypatch.setattr("kcontract.receipts.package_digest", lambda: "0" * 64)
+    stale = receipts_of(project)
+    assert not stale.passed and "made by another kcontract" in stale.stale[0]
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda r: r.update(sources={}), "lists no sources"),
+    (lambda r: r.pop("sources"), "lists no sources"),
+    (lambda r: r["covers"].update(entries=3), "covers 3 entries and 0 controls, contract.yaml has 1 and 0"),
+    (lambda r: r["covers"].update(partial=True), "(a partial run)"),
+    (lambda r: r.update(device="cpu"), "ran on cpu, and contract.yaml has CUDA kernels"),
+    (lambda r: r.update(kind="other"), "not a kcontract receipt"),
+])
+def test_invalid_receipts_fail(project, change, why):
+    receipt = gpu_receipt(project)
+    change(receipt)
+    write_receipt(project, receipt)
+    report = receipts_of(project)
+    assert not report.passed and any(why in line for line in report.stale), report.stale
+    assert check(project).exit_code == 1
+
+
+def test_a_required_receipt_must_exist(project):
+    project.write_text(project.read_text().replace("seed: 9", "seed: 9\nrequire_receipt: true"))
+    report = receipts_of(project)
+    assert not report.passed and "requires a receipt and no current one covers it" in report.stale[0]
+    write_receipt(project, gpu_receipt(project))
+    assert receipts_of(project).passed
+
+
+def test_receipt_check_reads_receipts_beside_its_contract(project, tmp_path_factory, monkeypatch):
+    write_receipt(project, gpu_receipt(project))
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    monkeypatch.chdir(elsewhere)
+    done = CliRunner().invoke(cli, ["receipt", "check", "--contract", str(project)])
+    assert done.exit_code == 0 and "1 receipt current" in done.output
+    default = CliRunner().invoke(cli, ["receipt", "check"])
+    assert default.exit_code == 2 and "contract.yaml: no such file" in default.output
+
+
+def test_a_malformed_receipt_fails(project):
     (project.parent / "receipts").mkdir()
-    (project.parent / "receipts" / "bad.json").write_text('{"sources": 3}')
+    (project.parent / "receipts" / "bad.json").write_text('{"sources": 3')
     done = check(project)
-    assert done.exit_code == 2 and "receipts/bad.json: sources: a mapping of source path to sha256" in done.output
+    assert done.exit_code == 1 and "receipts/bad.json: not valid JSON" in done.output

@@ -1,4 +1,4 @@
-"""`kcontract receipt show|check`: render a receipt as markdown, or check that receipts are current."""
+"""`kcontract receipt show|check`: render a receipt as markdown, or check that receipts are valid and current."""
 
 from __future__ import annotations
 
@@ -8,27 +8,30 @@ from pathlib import Path
 
 import click
 
-from kcontract.commands.common import out, user_errors
+from kcontract.commands.common import contract_option, out, user_errors
+from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.exitcodes import ExitCode
 from kcontract.receipts import RECEIPTS_DIR, check_receipts
 from kcontract.report.receipt import receipt_markdown
 
 
-@click.group("receipt")
+@click.group("receipt", short_help="Show or check run receipts.")
 def receipt_group() -> None:
-    """GPU run receipts."""
+    """Run receipts: show one as pull-request markdown, or check them all."""
 
 
 @receipt_group.command("show")
+@contract_option
 @click.argument("path", required=False, type=click.Path(dir_okay=False))
 @user_errors
-def show(path: str | None) -> None:
-    """Print a receipt (default: the newest under receipts/) as pull-request markdown."""
+def show(contract_path: str, path: str | None) -> None:
+    """Print a receipt (default: the newest beside the contract) as pull-request markdown."""
     if path is None:
-        found = sorted(Path(RECEIPTS_DIR).glob("*.json"), key=lambda p: p.stat().st_mtime)
+        folder = Path(contract_path).resolve().parent / RECEIPTS_DIR
+        found = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
         if not found:
-            raise UsageError(f"no receipts under {RECEIPTS_DIR}/: write one with `kcontract run --receipt FILE`")
+            raise UsageError(f"no receipts under {folder}: write one with `kcontract run --receipt FILE`")
         path = str(found[-1])
     try:
         receipt = json.loads(Path(path).read_text())
@@ -38,10 +41,11 @@ def show(path: str | None) -> None:
 
 
 @receipt_group.command("check")
+@contract_option
 @user_errors
-def check() -> None:
-    """Fail when a receipt names a source whose bytes changed since the run."""
-    report = check_receipts(Path.cwd())
+def check(contract_path: str) -> None:
+    """Fail when a receipt beside the contract is stale or invalid, or a CUDA contract has none."""
+    report = check_receipts(load_contract(contract_path, import_kernels=False))
     for line in report.stale:
         out.print(f"FAIL {line}", markup=False)
     out.print(f"receipts: {report.summary()}", markup=False)

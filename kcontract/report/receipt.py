@@ -1,69 +1,56 @@
-"""A run's receipt: environment, the sources it ran with their sha256, per-gate counts and the SUMMARY line."""
+"""A run's receipt: what ran where, every source it depended on with its sha256, per-gate counts, SUMMARY."""
 
 from __future__ import annotations
 
 import datetime
-import importlib.util
+import os
 import platform
 from pathlib import Path
 
 import numpy as np
 
 from kcontract import __version__
-from kcontract.receipts import source_hashes
+from kcontract.provenance import file_sha256, git_state, package_digest, run_sources
+from kcontract.receipts import KIND
 
 
-def environment() -> dict:
-    """Where the run happened: host, Python, numpy, CuPy, the GPU and its driver when present."""
+def uses_gpu(loaded) -> bool:
+    """Whether the contract's kernels run on a GPU (CUDA kernels or Python kernels on device arrays)."""
+    kernels = [e.kernel for e in loaded.entries] + [c.kernel for c in loaded.controls]
+    return any(k.cuda is not None or k.device for k in kernels)
+
+
+def environment(gpu: bool) -> dict:
+    """The host, Python and numpy; the GPU, its driver, runtime and CuPy only when the run used a GPU."""
     env = {"kcontract": __version__, "python": platform.python_version(), "numpy": np.__version__,
-           "machine": platform.machine()}
-    try:
+           "machine": platform.machine(), "cpus": os.cpu_count()}
+    if gpu:
         import cupy
 
         props = cupy.cuda.runtime.getDeviceProperties(0)
-        env |= {"cupy": cupy.__version__, "gpu": props["name"].decode(),
-                "sm": f"sm_{props['major']}{props['minor']}",
+        env |= {"cupy": cupy.__version__, "gpu": props["name"].decode(), "sm": f"sm_{props['major']}{props['minor']}",
                 "driver": cupy.cuda.runtime.driverGetVersion(), "runtime": cupy.cuda.runtime.runtimeGetVersion()}
-    except Exception:  # no CuPy or no GPU: the receipt says so
-        env["gpu"] = "none"
     return env
 
 
-def kernel_files(loaded, names: set[str]) -> list[str]:
-    """Source files of the named entries' and controls' kernels, relative to the contract's folder."""
+def build_receipt(loaded, document: dict, seed: int, wall_s: float, extra: dict | None = None,
+                  gpu: bool | None = None) -> dict:
+    """The receipt: the run document plus provenance (sources, checker, git) and environment."""
     base = Path(loaded.path).resolve().parent
-    files: list[str] = []
-    kernels = [e.kernel for e in loaded.entries if e.name in names]
-    kernels += [c.kernel for c in loaded.controls if c.name in names]
-    for kernel in kernels:
-        if kernel.cuda is not None:
-            files.append(kernel.cuda.source)
-        else:
-            spec = importlib.util.find_spec(kernel.python.partition(":")[0])
-            if spec is not None and spec.origin:
-                files.append(_relative(Path(spec.origin), base))
-    return files
-
-
-def _relative(path: Path, base: Path) -> str:
-    """A path relative to base where it lies below it, else absolute."""
-    try:
-        return str(path.resolve().relative_to(base))
-    except ValueError:
-        return str(path)
-
-
-def build_receipt(loaded, document: dict, names: set[str], seed: int) -> dict:
-    """The receipt: the run document plus environment and source hashes."""
-    base = Path(loaded.path).resolve().parent
-    files = [Path(loaded.path).name] + kernel_files(loaded, names)
+    gpu = uses_gpu(loaded) if gpu is None else gpu
     return {
-        "kind": "kcontract-run",
+        "kind": KIND,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "contract": Path(loaded.path).name,
+        "contract": Path(loaded.path).resolve().relative_to(base).as_posix(),
+        "covers": {"entries": len(loaded.entries), "controls": len(loaded.controls), "partial": False},
+        "device": "gpu" if gpu else "cpu",
         "seed": seed,
-        "environment": environment(),
-        "sources": source_hashes([f for f in files if not Path(f).is_absolute()], base),
+        "wall_s": round(wall_s, 2),
+        "git": git_state(base),
+        "checker": {"version": __version__, "sha256": package_digest()},
+        "environment": environment(gpu),
+        "sources": {p: file_sha256(base / p) for p in run_sources(loaded)},
+        **(extra or {}),
         **document,
     }
 
@@ -71,9 +58,11 @@ def build_receipt(loaded, document: dict, names: set[str], seed: int) -> dict:
 def receipt_markdown(receipt: dict) -> str:
     """The receipt as the markdown a pull request wants."""
     env = receipt.get("environment", {})
-    lines = [f"**kcontract receipt** ({receipt.get('created', '?')}, contract `{receipt.get('contract')}`, "
-             f"seed {receipt.get('seed')})", "",
-             "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), "",
+    git = receipt.get("git") or {}
+    commit = f"{str(git.get('commit'))[:12]}{' (dirty tree)' if git.get('dirty') else ''}"
+    lines = [f"**kcontract receipt** ({receipt.get('created', '?')}, contract `{receipt.get('contract')}` at "
+             f"{commit}, seed {receipt.get('seed')}, {receipt.get('device', '?')}, {receipt.get('wall_s', '?')} s)",
+             "", "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), "",
              "| entry | gate | verdict | checked | decided | bit-equal | within | failures | s |",
              "|---|---|---|---|---|---|---|---|---|"]
     for entry in receipt.get("entries", []):
