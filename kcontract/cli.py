@@ -8,6 +8,7 @@ from kcontract import __version__
 from kcontract.exitcodes import ExitCode
 from kcontract.commands.list_entries import list_command
 from kcontract.commands.run import run_command
+from kcontract.commands.bench_cmd import bench_command
 from kcontract.commands.check import check_command
 from kcontract.commands.records_cmd import records_command
 from kcontract.commands.sass_diff import sass_diff_command
@@ -34,6 +35,7 @@ cli.add_command(check_command)
 cli.add_command(records_command)
 cli.add_command(sass_diff_command)
 cli.add_command(receipt_group)
+cli.add_command(bench_command)
 
 
 def main() -> None:

@@ -1,22 +1,43 @@
 #!/usr/bin/env bash
-# The device run in one go: carried wheels, environment, the contract with a receipt, GPU tests; results in $OUT.
-# Before it, here: python3 -c "from tests.test_records import warm; warm('.cubins/cache', 'sm_90')"; carry .whl .cubins
+# The GPU machine's run in one go: the mma probe beside the contract run (with its receipt), then the bench into
+# that receipt, then the GPU tests; full logs under $OUT, a short table last. STEPS picks steps (default all).
+# Before it, on the CPU machine (the GPU machine has neither network nor the pinned toolchain):
+#   export KCONTRACT_CACHE=$PWD/.cubins/cache; kcontract check; kcontract check --contract tests/contracts/gpu_faults.yaml
+#   python3 -c "from tests.test_records import warm; warm('.cubins/cache', 'sm_90')"
+# and carry .whl (pydantic and its wheels) and .cubins; pass KCONTRACT_GIT_COMMIT and KCONTRACT_GIT_DIRTY.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
+STEPS=${STEPS:-probe,run,bench,tests}
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
-  export PYTHONPATH=/tmp/site:.
-else
-  export PYTHONPATH=.
 fi
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 -m kcontract run --jobs 4 --receipt "$OUT/receipt.json" --json "$OUT/run.json" 2>&1 | tee "$OUT/run.log"
-python3 -m kcontract run --contract tests/contracts/cpu.yaml --jobs 8 --json "$OUT/cpu.json" > "$OUT/cpu.log" 2>&1
-[ -d .cubins/cache ] && export KCONTRACT_CARRIED_CACHE=.cubins/cache
-python3 -m pytest -q -m gpu -rs tests > "$OUT/gpu-tests.log" 2>&1
-echo "--- table"
-grep -h "SUMMARY" "$OUT/run.log" "$OUT/cpu.log"
-tail -3 "$OUT/gpu-tests.log"
+export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 KCONTRACT_CACHE=$PWD/.cubins/cache
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt"
+started=$SECONDS
+if has probe; then
+  (cd tools/mma && timeout 200 python3 mma_probe_device.py "$OUT/mma" > "$OUT/mma.log" 2>&1) &
+  probe=$!
+fi
+if has run; then
+  timeout "${RUN_LIMIT:-330}" python3 -m kcontract run --jobs "${JOBS:-8}" --receipt "$OUT/receipt.json" \
+    > "$OUT/run.log" 2>&1
+  echo "run exit $? after $((SECONDS - started)) s" >> "$OUT/run.log"
+fi
+[ -n "${probe:-}" ] && wait "$probe"
+if has bench; then
+  receipt=()
+  [ -f "$OUT/receipt.json" ] && receipt=(--receipt "$OUT/receipt.json")
+  timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench "${receipt[@]}" --json "$OUT/bench.json" \
+    > "$OUT/bench.log" 2>&1
+fi
+if has tests; then
+  timeout "${TESTS_LIMIT:-200}" python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
+fi
+echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
+[ -f "$OUT/mma.log" ] && grep -E "MATCH|FINAL|LAYOUT" "$OUT/mma.log" | tail -4
+[ -f "$OUT/run.log" ] && grep -E "FAIL|MISSED|error|crashed|timed out|SUMMARY|run exit|worst:" "$OUT/run.log" | cut -c1-220 | tail -40
+[ -f "$OUT/bench.log" ] && tail -60 "$OUT/bench.log" | cut -c1-200
+[ -f "$OUT/gpu-tests.log" ] && tail -6 "$OUT/gpu-tests.log"

@@ -67,6 +67,8 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     print_failures(err, result.controls, planted=result.planted, verbose=verbose)
     for note in summary.notes:
         err.print(f"gate 5: {note}", markup=False)
+    for cause in summary.environment:
+        err.print(f"ERROR: this machine cannot run the kernels: {cause}", markup=False)
     for finding in summary.stale_known:
         err.print(f"known finding {finding} passes now: remove it from known_findings in {contract_path}",
                   markup=False)

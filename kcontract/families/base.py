@@ -53,6 +53,10 @@ class Family(ABC):
         """Facts about a case a kernel's `instances` may restrict, e.g. {"window": "ring"}."""
         return {}
 
+    def bench_calls(self, keys: list[int], rows: list[int]) -> list:
+        """`kcontract bench`'s calls (kcontract.bench.call.BenchCall) at these context lengths and row counts."""
+        return []
+
     def case_bytes(self, case: str) -> int:
         """Host bytes the largest call of a case needs (inputs, outputs, reference), for load-time refusal."""
         return 0

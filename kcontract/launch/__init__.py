@@ -16,7 +16,9 @@ def launcher_for(kernel: KernelRef, loaded=None, entry=None) -> Launcher:
 
         return PythonLauncher(kernel.python)
     cuda_ready([kernel.label])
-    raise EnvironmentProblem(f"{kernel.label}: no GPU launcher in this version")
+    from kcontract.launch.cuda import CudaLauncher, DeviceLauncher
+
+    return DeviceLauncher(kernel.python) if kernel.python is not None else CudaLauncher(loaded, entry, kernel)
 
 
 @functools.cache

@@ -222,7 +222,7 @@ def control_verdict(control, verdict: KernelVerdict) -> ControlVerdict:
 def _fresh_record(name: str, kernel, family, report: Gate5Report, units: dict, built: Build,
                   base: Path) -> tuple[dict | None, list[str]]:
     """The record an entry's (or a stand-in control's) kernel has now, and errors that block it."""
-    shapes, errors = launch_shapes(family, sorted(kernel.symbols), name)
+    shapes, errors = launch_shapes(family, sorted(kernel.symbols), name, kernel.launch)
     try:
         source, headers, _ = read_inputs(resolve_source(base, kernel.source), tuple(kernel.options), base)
     except OSError as error:

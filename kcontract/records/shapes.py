@@ -14,8 +14,9 @@ class LaunchShape:
     dynamic_smem: int
 
 
-def launch_shapes(family, roles: list[str], owner: str) -> tuple[dict[str, LaunchShape], list[str]]:
-    """Each role's shape from `family.launch_shapes()` ({"symbol": ROLE, "threads": N, "dynamic_smem": B}), errors."""
+def launch_shapes(family, roles: list[str], owner: str, overrides: dict | None = None
+                  ) -> tuple[dict[str, LaunchShape], list[str]]:
+    """Each role's shape: the kernel's own `launch` override, else `family.launch_shapes()`; and errors."""
     shapes: dict[str, LaunchShape] = {}
     errors: list[str] = []
     name = getattr(family, "name", type(family).__name__)
@@ -32,6 +33,8 @@ def launch_shapes(family, roles: list[str], owner: str) -> tuple[dict[str, Launc
         if role in shapes:
             errors.append(f"{owner}: family {name} gave two launch shapes for symbol `{role}`; give one")
         shapes[role] = LaunchShape(threads, dynamic)
+    for role, shape in (overrides or {}).items():
+        shapes[role] = LaunchShape(shape.threads, shape.dynamic_smem)
     for role in roles:
         if role not in shapes:
             errors.append(f"{owner}: family {name} gives no launch shape for symbol `{role}`: its launch_shapes() "

@@ -29,6 +29,7 @@ class Summary:
     stale_known: list[str] = field(default_factory=list)  # known findings whose gate now passes
     record_failures: list[str] = field(default_factory=list)  # entries whose gate 5 went red
     notes: list[str] = field(default_factory=list)  # contract-level record problems (a record with no entry)
+    environment: list[str] = field(default_factory=list)  # why this machine could not run a task (exit 3)
 
     def line(self) -> str:
         """The one line every run ends with."""
@@ -38,7 +39,10 @@ class Summary:
 
     @property
     def exit_code(self) -> ExitCode:
-        """0 only when nothing failed, no control was missed and the launch records hold."""
+        """0 only when nothing failed, no control was missed and the launch records hold; 3 when the machine
+        could not run a task (a GPU that cannot load the cubins, say)."""
+        if self.environment:
+            return ExitCode.ENVIRONMENT
         ok = self.failed == 0 and self.missed == 0 and self.limits_ok
         return ExitCode.OK if ok else ExitCode.FAILED
 
@@ -52,6 +56,7 @@ def summarise(entries: list[Outcome], controls: list[Outcome], known: list[Known
     """
     accepted = {(k.entry, k.gate) for k in known}
     s = Summary(kernels=len(entries), controls=len(controls), limits_ok=not record_notes, notes=list(record_notes))
+    s.environment = sorted({o.detail for o in [*entries, *controls] if o.status == "environment"})
     for outcome in entries:
         name = outcome.task.name
         red = outcome.failed_gates()

@@ -7,7 +7,7 @@ import traceback
 from typing import Callable
 
 from kcontract.contract.loader import load_contract
-from kcontract.errors import KContractError
+from kcontract.errors import EnvironmentProblem, KContractError
 from kcontract.gates import GATES
 from kcontract.gates.context import GateContext
 from kcontract.launch import launcher_for
@@ -31,15 +31,21 @@ def execute(task: Task, report: Callable[[Progress], None] = lambda p: None) -> 
                           control=task.name if task.kind == "control" else None,
                           make_launcher=lambda: launcher_for(kernel, loaded, entry),
                           progress=lambda gate, case: report(Progress(task, gate, case)))
-        for gate in task.gates:
-            began = time.perf_counter()
-            result = GATES[gate].run(ctx)
-            result.seconds = time.perf_counter() - began
-            outcome.gates[gate] = result
-            report(Progress(task, gate, None, result))
+        try:
+            for gate in task.gates:
+                began = time.perf_counter()
+                result = GATES[gate].run(ctx)
+                result.seconds = time.perf_counter() - began
+                outcome.gates[gate] = result
+                report(Progress(task, gate, None, result))
+        finally:
+            if ctx._launcher is not None:
+                _release(ctx._launcher, outcome)
     except KernelFailure as failure:
         outcome.status, outcome.detail, outcome.trace, outcome.fatal = "error", failure.message, failure.trace, \
             failure.fatal
+    except EnvironmentProblem as problem:
+        outcome.status, outcome.detail = "environment", problem.message
     except KContractError as error:
         outcome.status, outcome.detail = "error", error.message
     except Exception as exc:  # a bug in a family or in kcontract: report it by name, keep the run going
@@ -48,3 +54,12 @@ def execute(task: Task, report: Callable[[Progress], None] = lambda p: None) -> 
         outcome.trace = traceback.format_exc()
     outcome.seconds = time.perf_counter() - start
     return outcome
+
+
+def _release(launcher, outcome: Outcome) -> None:
+    """Note which kernel ran and free its device memory; a faulted context cannot be freed and does not matter."""
+    outcome.kernel = getattr(launcher, "provenance", dict)()
+    try:
+        getattr(launcher, "close", lambda: None)()
+    except Exception:  # the worker ends after a fatal fault anyway
+        pass

@@ -26,12 +26,13 @@ class Outcome:
     """A task's result: per-gate results, or how it died."""
 
     task: Task
-    status: str = "ran"  # "ran", "crashed", "timed out", "error"
+    status: str = "ran"  # "ran", "crashed", "timed out", "error", "environment" (the machine cannot run it)
     detail: str = ""  # one line: how it crashed or what raised
     trace: str = ""  # the traceback behind an error, shown with --verbose
     gates: dict[int, GateResult] = field(default_factory=dict)
     seconds: float = 0.0
     fatal: bool = False  # the worker cannot run another task (a faulted GPU context)
+    kernel: dict = field(default_factory=dict)  # which compiled kernel ran (source, SM, toolchain, cubin sha256)
 
     def failed_gates(self) -> list[int]:
         """Gates that went red (every gate when the task did not run to the end)."""

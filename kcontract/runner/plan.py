@@ -29,7 +29,7 @@ class Selection:
 
 
 def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection) -> list[Task]:
-    """Entry tasks, then control tasks; a UsageError names any option that matches nothing."""
+    """Entry tasks, then control tasks (each runs the gate it is planted at); options that match nothing fail."""
     seed = loaded.seed if sel.seed is None else sel.seed
     names = [e.name for e in loaded.entries]
     entries = [e for e in loaded.entries if not sel.only or any(fnmatch.fnmatch(e.name, g) for g in sel.only)]
@@ -47,16 +47,16 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection) -> li
     if sel.gate is not None and not sel.controls:
         controls = [c for c in controls if c.gate == sel.gate]
 
-    def gates_for(entry_name: str) -> list[int]:
+    def gates_for(entry_name: str, planted: int | None = None) -> list[int]:
         entry = loaded.entry(entry_name)
-        gates = [g for g in entry.gates if sel.gate is None or g == sel.gate]
+        gates = [g for g in entry.gates if (sel.gate is None or g == sel.gate) and (planted is None or g == planted)]
         if sel.case is not None:
             gates = [g for g in gates if sel.case in entry.family.cases(g)]
         return gates
 
     tasks = [Task("entry", e.name, e.name, contract_path, gates_for(e.name), seed, sel.case, e.timeout)
              for e in entries]
-    tasks += [Task("control", c.name, c.entry, contract_path, gates_for(c.entry), seed, sel.case,
+    tasks += [Task("control", c.name, c.entry, contract_path, gates_for(c.entry, c.gate), seed, sel.case,
                    c.timeout or loaded.entry(c.entry).timeout) for c in controls]
     _refuse_empty(loaded, tasks, sel)
     return [t for t in tasks if t.gates]

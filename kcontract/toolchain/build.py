@@ -30,6 +30,7 @@ class Module:
     lowered: dict[str, str]
     log: str
     cached: bool
+    toolchain: str = ""  # the id of the toolchain that built the cubin
 
     def resources(self) -> dict[str, FunctionResources]:
         """Per-function resources by mangled name."""
@@ -95,12 +96,17 @@ def _nvrtc_options(options: tuple[str, ...], base: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
-def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jobs: int | None = None) -> Build:
-    """Compile every unit for every SM (cache first); `base` is the contract's directory."""
+def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jobs: int | None = None,
+          toolchain: str | None = None) -> Build:
+    """Compile every unit for every SM (cache first); `base` is the contract's directory.
+
+    The pinned toolchain builds by default; `toolchain` names another one already loaded (a GPU machine's own
+    NVRTC), whose id then keys the cache so its cubins never pass for the pinned ones.
+    """
     result = Build()
     if not units:
         return result
-    tool = toolchain_id()
+    tool = toolchain or toolchain_id()
     todo: list[tuple] = []
     pending: dict[str, tuple[Unit, str, dict]] = {}
     for unit in units:
@@ -115,7 +121,8 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
                               names=unit.expressions, sm=sm, options=unit.options)
             hit = cache.get(key)
             if hit is not None:
-                result.modules[(unit.ident, sm)] = Module(unit, sm, key, hit.cubin_path, hit.lowered, hit.log, True)
+                result.modules[(unit.ident, sm)] = Module(unit, sm, key, hit.cubin_path, hit.lowered, hit.log, True,
+                                                          tool)
                 result.cached += 1
                 continue
             facts = {"label": unit.label, "sm": sm, "names": list(unit.expressions), "options": list(unit.options),
@@ -123,14 +130,14 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
             pending[key] = (unit, sm, facts)
             todo.append((key, source, unit.label, unit.expressions, sm, _nvrtc_options(unit.options, base),
                          (*include, str(cuda_include_dir()))))
-    if todo:
+    if todo and toolchain is None:
         require_pinned()  # a warm cache needs no compiler: a GPU machine runs the carried cubins
     for key, outcome in _run(todo, jobs or default_jobs()):
         unit, sm, facts = pending[key]
         if isinstance(outcome, Compiled):
             stored = cache.put(key, outcome.cubin, outcome.lowered, outcome.log, facts)
             result.modules[(unit.ident, sm)] = Module(unit, sm, key, stored.cubin_path, stored.lowered, stored.log,
-                                                      False)
+                                                      False, tool)
             result.compiled += 1
         else:
             result.failures.append(Failure(unit, sm, outcome.log))

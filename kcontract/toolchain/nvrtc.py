@@ -71,6 +71,12 @@ def nvrtc_version() -> tuple[int, int]:
         raise EnvironmentProblem(f"NVRTC could not load ({error}): run `{pip_command()}`") from None
 
 
+def local_toolchain_id() -> str:
+    """`local-nvrtc-13.0`: the NVRTC this machine has, when it is not the pinned one."""
+    major, minor = nvrtc_version()
+    return f"local-nvrtc-{major}.{minor}"
+
+
 def _log(nvrtc, prog) -> str:
     """The program's compile log as text."""
     size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")

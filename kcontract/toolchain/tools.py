@@ -42,9 +42,12 @@ def tool_path(name: str) -> Path:
 
 @functools.cache
 def cuda_include_dir() -> Path:
-    """The CUDA headers directory of the pinned runtime wheel (cuda_bf16.h and friends)."""
+    """The CUDA headers (cuda_bf16.h and friends): the runtime wheel's, else $CUDA_HOME's (a GPU machine's own)."""
     dist = "nvidia-cuda-runtime"
     header = _wheel_file(dist, "include/cuda_bf16.h")
+    if header is None:
+        local = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cuda_bf16.h"
+        header = local if local.is_file() else None
     if header is None:
         raise EnvironmentProblem(f"CUDA headers not found: the wheel {dist}=={PINS[dist]} is not installed; "
                                  f"run `{pip_command()}`")

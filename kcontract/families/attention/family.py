@@ -10,7 +10,7 @@ from kcontract.families.attention import mirrors
 from kcontract.families.attention.exact import exact_quotient_bounds
 from kcontract.families.attention.layout import ABI, build_problem
 from kcontract.families.attention.probes import order_probe_row, probe_positions
-from kcontract.families.attention.realistic import ROW_KINDS, realistic_row, sequence_rows
+from kcontract.families.attention.realistic import ROW_KINDS, realistic_row, sequence_rows, stream_rows
 from kcontract.families.attention.reference import AXES, expected_outputs
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Case, DecodeSpec
@@ -23,6 +23,7 @@ from kcontract.seeding import stream
 
 FILLERS = 12  # distinct other rows mixed into gate 2's batches
 STRESS_CASE = "merge-stress"
+PARTIALS_THREADS, MERGE_THREADS = 256, 128  # the ABI's block sizes (docs/kernel-contract.md 1)
 BF16 = 2  # bytes of one cache value
 
 
@@ -61,6 +62,16 @@ class AttentionDecode(Family):
             return [self.mirror(kind, layout)]
         return []
 
+    def launch_shapes(self) -> list[dict]:
+        """The decode ABI's launch geometry: partials blocks of 256 threads, merge blocks of 128."""
+        return [{"symbol": "partials", "threads": PARTIALS_THREADS, "dynamic_smem": 0},
+                {"symbol": "merge", "threads": MERGE_THREADS, "dynamic_smem": 0}]
+
+    def bench_calls(self, keys: list[int], rows: list[int]) -> list:
+        from kcontract.families.attention.bench import decode_call
+
+        return [decode_call(self.spec.shape, k, r, self.spec.arithmetic.chunk, self.scale) for k in keys for r in rows]
+
     def template_args(self) -> dict[str, int]:
         shape = self.spec.shape
         return {"head_dim": shape.head_dim, "group": shape.group, "chunk": self.spec.arithmetic.chunk}
@@ -74,7 +85,7 @@ class AttentionDecode(Family):
         slot = c.cache.rows * shape.kv_heads * shape.head_dim * BF16 * 2  # k and v of one cache slot
         longest = max(pos - self.window_of(c).first(pos) + 1 for pos in c.rows)
         reference = longest * shape.kv_heads * shape.head_dim * 8 * 2 + longest * shape.q_heads * 8 * 12
-        pool = len(c.rows) * slot
+        pool = (c.streams or len(c.rows)) * slot
         return 2 * pool + pool * factor_for(pool) + reference
 
     def _case(self, name: str) -> Case:
@@ -99,14 +110,22 @@ class AttentionDecode(Family):
         case = self._case(case_name)
         rng = stream(self.seed, self.entry, case_name, "rows")
         window = self.window_of(case)
+        if case.streams:
+            return tuple(stream_rows(rng, self.spec.shape, self.spec.values, window, case.rows, case.streams,
+                                     self.scale))
         return tuple(realistic_row(rng, self.spec.shape, self.spec.values, window, pos, ROW_KINDS[i % len(ROW_KINDS)],
                                    self.scale) for i, pos in enumerate(case.rows))
+
+    def _slots(self, case_name: str, rows: int) -> list[int] | None:
+        """Each row's cache slot in the case's call: shared by the rows of one stream, else one per row."""
+        streams = self._case(case_name).streams
+        return [i % streams for i in range(rows)] if streams else None
 
     def exactness(self, case: str) -> list[Checked]:
         """Gate 1: the case's realistic rows in one call, with rigorous ranges."""
         rows = list(self._rows(case))
         window = self.window_of(self._case(case))
-        problem = self._build(case, rows, window)
+        problem = self._build(case, rows, window, slots=self._slots(case, len(rows)))
         return [Checked(case, problem, [expected_outputs(rows, self.spec.arithmetic, self.scale)],
                         notes={"keys": [r.pos - r.first + 1 for r in rows]})]
 
@@ -121,8 +140,12 @@ class AttentionDecode(Family):
         def build(label, batch, window=window, **kw):
             return self._build(f"{case}/{label}", batch, window, **kw)
 
-        base = build("base", rows)
-        plan = VariantPlan(rows=rows, fillers=fillers, window=window, chunk=self.spec.arithmetic.chunk, build=build)
+        slots = self._slots(case, len(self._rows(case)))
+        if slots is not None:  # the order probes get slots of their own after the streams
+            slots += [max(slots) + 1 + i for i in range(len(rows) - len(slots))]
+        base = build("base", rows, slots=slots)
+        plan = VariantPlan(rows=rows, fillers=fillers, window=window, chunk=self.spec.arithmetic.chunk, build=build,
+                           slots=slots)
         return [InvarianceSet(case, base, ("out",), plan_variants(plan, base), axes=AXES)]
 
     def _fillers(self, rng, window: Window) -> list[RowData]:

@@ -7,7 +7,7 @@ import numpy as np
 from kcontract.families.attention.rows import RowData, scaled_normal
 from kcontract.families.attention.spec import Shape, Values
 from kcontract.families.attention.window import Window
-from kcontract.numerics import rn_bits
+from kcontract.numerics import bf16_from_f32_bits, rn_bits
 
 ROW_KINDS = ("plain", "mean-shifted", "peaked", "peaked+mean-shifted")
 
@@ -19,14 +19,14 @@ def realistic_row(rng: np.random.Generator, shape: Shape, values: Values, window
     first = window.first(pos)
     n = pos - first + 1
     q = scaled_normal(rng, (hq, d), rng.uniform(*values.q_rms, size=hq))
-    k = scaled_normal(rng, (n, hk, d), rng.uniform(*values.k_rms, size=(n, hk)))
-    v = rng.standard_normal((n, hk, d)) * values.v_rms
+    k = scaled_normal(rng, (n, hk, d), rng.uniform(*values.k_rms, size=(n, hk)), np.float32)  # long: float32 draws
+    v = rng.standard_normal((n, hk, d), dtype=np.float32) * np.float32(values.v_rms)
     if "mean-shifted" in kind:
         signs = rng.choice([-1.0, 1.0], size=(hk, d))
-        v += signs * rng.uniform(0.5, 1.5, size=(hk, d)) * values.v_mean
+        v += (signs * rng.uniform(0.5, 1.5, size=(hk, d)) * values.v_mean).astype(np.float32)
     if "peaked" in kind and values.peaked_keys and values.peak_nats:
         add_peaks(rng, q, k, shape, min(values.peaked_keys, n), values.peak_nats, scale)
-    return RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=rn_bits(k, "bf16"), v=rn_bits(v, "bf16"),
+    return RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=bf16_from_f32_bits(k), v=bf16_from_f32_bits(v),
                    filler_seed=int(rng.integers(2**31)), tag=kind)
 
 
@@ -42,6 +42,24 @@ def add_peaks(rng: np.random.Generator, q: np.ndarray, k: np.ndarray, shape: Sha
         if gain > 0:
             k[keys, kh] += direction * (nats / gain)
     return keys
+
+
+def stream_rows(rng: np.random.Generator, shape: Shape, values: Values, window: Window, positions: list[int],
+                streams: int, scale: float) -> list[RowData]:
+    """Rows at `positions` over `streams` sequences (row i reads stream i % streams); each stream is drawn once as
+    a realistic row of its own kind up to its last row, and its rows share that row's query and keys."""
+    rows: list[RowData | None] = [None] * len(positions)
+    for s in range(streams):
+        mine = [i for i in range(len(positions)) if i % streams == s]
+        if not mine:
+            continue
+        top = max(positions[i] for i in mine)
+        seq = realistic_row(rng, shape, values, window, top, ROW_KINDS[s % len(ROW_KINDS)], scale)
+        for i in mine:
+            pos = positions[i]
+            rows[i] = RowData(pos=pos, first=window.first(pos), q=seq.q, k=seq.k[:pos + 1], v=seq.v[:pos + 1],
+                              filler_seed=seq.filler_seed, tag=f"stream{s}-{seq.tag}")
+    return rows
 
 
 def sequence_rows(rng: np.random.Generator, shape: Shape, values: Values, window: Window, top: int,

@@ -38,8 +38,9 @@ class RowData:
         return k, v
 
 
-def scaled_normal(rng: np.random.Generator, shape: tuple[int, ...], rms: np.ndarray) -> np.ndarray:
-    """Normal draws rescaled so each vector along the last axis has exactly the given RMS."""
-    x = rng.standard_normal(shape)
+def scaled_normal(rng: np.random.Generator, shape: tuple[int, ...], rms: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """Normal draws rescaled so each vector along the last axis has the given RMS (to the dtype's precision)."""
+    x = rng.standard_normal(shape, dtype=dtype)
     norm = np.sqrt(np.mean(x * x, axis=-1, keepdims=True))
-    return x / norm * rms[..., None]
+    x *= (rms[..., None] / norm).astype(dtype)
+    return x

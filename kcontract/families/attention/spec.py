@@ -34,6 +34,7 @@ class Arithmetic(Strict):
     """The kernel's declared arithmetic: what the rigorous range allows for."""
 
     chunk: int = Field(default=256, gt=0)  # keys per partial, at absolute positions
+    score: Literal["fp32", "mma_bf16"] = "fp32"  # IEEE fp32 dot products, or tensor-core bf16 k-steps of 16
     exp: Literal["expf", "exp2f", "ex2.approx", "__expf"] = "expf"
     prob_round: Literal["none", "bf16", "bf16_numerator"] = "none"  # where p is rounded to bf16
     div: Literal["ieee", "rcp_rn", "rcp_approx", "div_full", "fdividef"] = "ieee"
@@ -92,6 +93,7 @@ class Case(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     cache: Cache
     rows: list[int] = Field(min_length=1, max_length=1024)
+    streams: int | None = Field(default=None, ge=1, le=64)  # rows share this many sequences (linear caches)
 
     @model_validator(mode="after")
     def _positions(self) -> "Case":
@@ -100,6 +102,9 @@ class Case(Strict):
                 raise ValueError(f"row positions in [0, 2^31 - 1], given: {pos}")
             if self.cache.kind == "linear" and pos >= self.cache.rows:
                 raise ValueError(f"row positions below the cache length {self.cache.rows}, given: {pos}")
+        if self.streams is not None and self.cache.kind != "linear":
+            raise ValueError("streams only over a linear cache (a ring overwrites what other rows read), "
+                             f"given: a {self.cache.kind} cache")
         return self
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -25,6 +25,7 @@ class VariantPlan:
     window: Window
     chunk: int
     build: Callable[..., Problem]  # build(label, rows, window=..., slots=..., n_part=...)
+    slots: list[int] | None = None  # the base call's cache slot per row (rows of one stream share one)
 
 
 def slot_index(where: str, size: int) -> int:
@@ -32,12 +33,11 @@ def slot_index(where: str, size: int) -> int:
     return {"first": 0, "middle": size // 2, "last": size - 1}[where]
 
 
-def plan_variants(plan: VariantPlan, base_problem: Problem) -> list[Variant]:
-    """Every variant run of the base call."""
+def plan_variants(plan: VariantPlan, base_problem: Problem) -> Iterator[Variant]:
+    """Every variant run of the base call, built one at a time as the gate asks for it."""
     rows, fillers, window = plan.rows, plan.fillers, plan.window
-    out: list[Variant] = []
     for b, row in enumerate(rows):
-        out.append(Variant(f"solo_row{b}", plan.build(f"solo_row{b}", [row]), {b: 0}))
+        yield Variant(f"solo_row{b}", plan.build(f"solo_row{b}", [row]), {b: 0})
     target = 0
     for size in BATCH_SIZES:
         for where in ("first", "middle", "last"):
@@ -46,25 +46,23 @@ def plan_variants(plan: VariantPlan, base_problem: Problem) -> list[Variant]:
             batch = mates[:at] + [rows[target]] + mates[at:]
             slots = [1] * at + [0] + [1] * (size - 1 - at)  # the mates share the filler sequence's slot
             label = f"batch{size}_{where}_row{target}"
-            out.append(Variant(label, plan.build(label, batch, slots=slots), {target: at}))
+            yield Variant(label, plan.build(label, batch, slots=slots), {target: at})
             target = (target + 1) % len(rows)
     order = list(reversed(range(len(rows))))
     slots = list(np.roll(np.arange(len(rows)), 1))
-    out.append(Variant("permuted", plan.build("permuted", [rows[i] for i in order], slots=slots),
-                       {b: order.index(b) for b in range(len(rows))}))
+    yield Variant("permuted", plan.build("permuted", [rows[i] for i in order], slots=slots),
+                  {b: order.index(b) for b in range(len(rows))})
     factor = longer_factor(base_problem)
     longer = Window(win=window.win, ring=window.ring * factor)
     label = f"cache_x{factor}"
-    out.append(Variant(label, plan.build(label, rows, window=longer), {b: b for b in range(len(rows))}))
+    same = {b: b for b in range(len(rows))}
+    yield Variant(label, plan.build(label, rows, window=longer, slots=plan.slots), same)
     n_part = 2 * max_partials(window, plan.chunk) + 3
-    out.append(Variant("n_part_larger", plan.build("n_part_larger", rows, n_part=n_part),
-                       {b: b for b in range(len(rows))}))
-    out.append(Variant("rerun", plan.build("rerun", rows), {b: b for b in range(len(rows))}))
+    yield Variant("n_part_larger", plan.build("n_part_larger", rows, n_part=n_part, slots=plan.slots), same)
+    yield Variant("rerun", plan.build("rerun", rows, slots=plan.slots), same)
     mates = fillers[: max(1, min(7, len(fillers)))]
     other = plan.build("concurrent_other", mates, slots=[0] * len(mates))
-    out.append(Variant("concurrent", plan.build("concurrent", rows), {b: b for b in range(len(rows))},
-                       concurrent_with=other))
-    return out
+    yield Variant("concurrent", plan.build("concurrent", rows, slots=plan.slots), same, concurrent_with=other)
 
 
 def longer_factor(problem: Problem) -> int:

@@ -19,6 +19,8 @@ EXP_ULPS = {"expf": 2.0, "exp2f": 2.0, "ex2.approx": 2.0, "__expf": 2.0}  # docu
 EXP_SLOPE = {"__expf": 1.173}  # extra ulps per unit |x| (nats)
 EXP_MARGIN_ULPS = 1.0  # the documented figures are tests, not proofs
 SCORE_ROUNDINGS = {"expf": 2, "__expf": 2, "exp2f": 4, "ex2.approx": 4}  # beyond the D of the dot product
+MMA_K = 16  # products a tensor-core k-step adds to its accumulator (mma m16n8k16)
+MMA_KEEP_BITS = 24  # bits a k-step keeps below its largest term's leading bit (docs 2.2; tools/mma/ measures it)
 ARG_U = 4.0  # roundings on exp arguments (subtract, log2e scaling), in u per unit |x|
 FRAME_U = 2.0  # a chunk max rescaled into log2 units for p but not for f: u per unit |m_c|
 F64 = 2.0**-40  # relative slack for one float64-evaluated quantity
@@ -51,16 +53,23 @@ class WeightSystem:
 
 
 def score_error(s: np.ndarray, abs_dot: np.ndarray, scale: float, head_dim: int, arith: Arithmetic) -> np.ndarray:
-    """|s_hat - s| for any-order fp32 dots of bf16 values; 0 where every product is 0.
+    """|s_hat - s| for any-order fp32 dots of bf16 values, or tensor-core k-step chains; 0 where every product is 0.
 
     Products of bf16 values are exact in fp32, so every partial sum is bounded by the larger of the
-    positive and the negative product sums, B = (sum |q_i k_i| + |q.k|) / 2: additions, scale and
+    positive and the negative product sums, B = (sum |q_i k_i| + |q.k|) / 2: IEEE additions, scale and
     log2e roundings cost gamma_{D+k} B; a prescaled q (rounded q_i * scale, then rounded products)
-    costs gamma_2 sum |q_i k_i| more.
+    costs gamma_2 sum |q_i k_i| more. A tensor-core k-step cuts each of the 16 terms below its largest
+    (B at most) to 2^-F of that term's binade and truncates its result (one fp32 ulp, 2u of at most B).
     """
     a = abs(scale) * abs_dot
     b = 0.5 * (a + np.abs(s))
-    err = float(gamma(head_dim + SCORE_ROUNDINGS[arith.exp], U32)) * b + (float(gamma(2, U32)) + 4 * F64) * a
+    extra = float(gamma(SCORE_ROUNDINGS[arith.exp], U32)) if arith.score == "mma_bf16" else 0.0
+    if arith.score == "mma_bf16":
+        k = -(-head_dim // MMA_K) * (MMA_K * 2.0**-MMA_KEEP_BITS + 2 * U32)
+        dot = k / (1.0 - k) * b  # |partial sums| <= B + the error so far, for every step
+    else:
+        dot = float(gamma(head_dim + SCORE_ROUNDINGS[arith.exp], U32)) * b
+    err = dot + extra * b * (1 + 2 * U32) + (float(gamma(2, U32)) + 4 * F64) * a
     return err + np.where(abs_dot > 0, (head_dim + 2) * FTZ * (abs(scale) + 1.0), 0.0)
 
 

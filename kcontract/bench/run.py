@@ -1,0 +1,61 @@
+"""Time every CUDA entry's bench calls (one per distinct kernel and shape) against the measured read ceiling."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kcontract.bench.call import materialise
+from kcontract.bench.ceiling import read_ceiling
+from kcontract.bench.timing import Timer
+from kcontract.bench.torch_sdpa import sdpa_us
+
+MAX_COPIES = 32  # buffer sets a graph rotates through, so that small calls read DRAM, not L2
+
+
+def bench_entries(loaded, entries, keys: list[int], rows: list[int], repeat: int,
+                  progress: Callable[[str], None] = lambda line: None) -> dict:
+    """{"ceiling": {...}, "rows": [{shape, rows, keys, us, graph_us, bytes, gbps, read_gbps, ratio, torch_us}]}."""
+    import cupy
+
+    from kcontract.launch.cuda import CudaLauncher
+
+    timer = Timer(cupy)
+    ceiling = read_ceiling(cupy, timer)
+    progress(f"read ceiling {ceiling['read_gbps']:.0f} GB/s (copy {ceiling['copy_gbps']:.0f} GB/s)")
+    l2 = cupy.cuda.Device().attributes["L2CacheSize"]
+    done: set[tuple] = set()
+    out = []
+    for entry in entries:
+        launcher = CudaLauncher(loaded, entry, entry.kernel)
+        for call in entry.family.bench_calls(keys, rows):
+            key = (launcher.provenance()["cubin_sha256"], call.label, call.rows, call.keys)
+            if key in done:
+                continue
+            done.add(key)
+            out.append(_time_call(cupy, timer, launcher, call, l2, repeat, ceiling["read_gbps"], entry.name))
+            progress(_line(out[-1]))
+        launcher.close()
+    return {"ceiling": ceiling, "rows": out}
+
+
+def _time_call(cupy, timer: Timer, launcher, call, l2: int, repeat: int, read_gbps: float, entry: str) -> dict:
+    """Events (L2 flushed), graph replays over rotating buffers, and torch on the same call."""
+    sets = [materialise(cupy, call, 0)]
+    us = timer.events(lambda s: launcher.launch_steps(call.launches, sets[0], s), repeat)
+    copies = max(1, min(MAX_COPIES, -(-4 * l2 // call.bytes)))
+    sets += [materialise(cupy, call, c) for c in range(1, copies)]
+    graph_us = timer.graph([lambda s, v=v: launcher.launch_steps(call.launches, v, s) for v in sets])
+    del sets
+    cupy.get_default_memory_pool().free_all_blocks()
+    torch_us, torch_note = sdpa_us(timer, call.sdpa, repeat)
+    gbps = call.bytes / us / 1e3
+    return {"entry": entry, "shape": call.label, "rows": call.rows, "keys": call.keys, "us": round(us, 2),
+            "graph_us": round(graph_us, 2), "bytes": call.bytes, "gbps": round(gbps, 1),
+            "read_gbps": round(read_gbps, 1), "ratio": round(gbps / read_gbps, 3),
+            "torch_us": None if torch_us is None else round(torch_us, 2), "torch": torch_note}
+
+
+def _line(row: dict) -> str:
+    torch = f"torch {row['torch_us']} us" if row["torch_us"] is not None else row["torch"]
+    return (f"{row['shape']} x{row['rows']} at {row['keys']} keys: {row['us']} us ({row['graph_us']} us in a graph), "
+            f"{row['gbps']} GB/s = {100 * row['ratio']:.0f} % of the read ceiling; {torch}")

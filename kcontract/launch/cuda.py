@@ -1,0 +1,180 @@
+"""The CUDA launcher: the exact cubins of the compile cache, loaded with CuPy, launched as the problem says.
+
+The bytes that run are the bytes gate 5 and sass-diff describe: the cubin is looked up in the content-addressed
+cache for this device's SM (compiled with the pinned toolchain, or, where that is missing here, with the
+machine's own NVRTC under its own cache key, which `provenance()` reports). Every output is poisoned before
+every launch; a fault of the GPU context ends the worker so the next task starts clean.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from kcontract.errors import EnvironmentProblem
+from kcontract.launch.base import KernelFailure
+from kcontract.numerics import poison_bits
+from kcontract.problem import KernelLaunch, Problem
+from kcontract.records.attributes import compare_loaded_attributes, record_row
+from kcontract.records.records import records_root
+from kcontract.records.shapes import launch_shapes
+from kcontract.toolchain.build import build
+from kcontract.toolchain.cache import CompileCache, default_root
+from kcontract.toolchain.nvrtc import local_toolchain_id
+from kcontract.toolchain.units import group_units, uses_of
+
+OPT_IN = 48 * 1024  # dynamic shared memory above this needs the function's opt-in attribute
+STICKY = ("illegal", "misaligned", "launch failed", "exception", "trap", "hardware", "unspecified launch")
+
+
+def device_sm(cupy) -> str:
+    """`sm_90` for the current device."""
+    return f"sm_{cupy.cuda.Device().compute_capability}"
+
+
+def poisoned(cupy, spec):
+    """A device buffer full of NaN in the output's format."""
+    if spec.fmt in ("bf16", "fp16"):
+        return cupy.full(spec.shape, int(poison_bits(spec.fmt)), dtype=cupy.uint16)
+    return cupy.full(spec.shape, cupy.nan, dtype=cupy.float32)
+
+
+class CudaLauncher:
+    """Loads an entry's (or control's) CUDA kernel for this GPU and runs problems through its launch steps."""
+
+    def __init__(self, loaded, entry, kernel):
+        import cupy
+
+        self.cp = cupy
+        self.label = kernel.cuda.source
+        self.sm = device_sm(cupy)
+        base = Path(loaded.path).resolve().parent
+        units = group_units(uses_of("entry", entry.name, kernel.cuda, base))
+        cache = CompileCache(default_root(loaded.path))
+        try:
+            built = build(units, [self.sm], cache, base, jobs=1)
+        except EnvironmentProblem:  # no pinned compiler and no carried cubin: this machine's NVRTC builds it
+            built = build(units, [self.sm], cache, base, jobs=1, toolchain=local_toolchain_id())
+        if built.failures:
+            failure = built.failures[0]
+            raise EnvironmentProblem(f"{failure.unit.label} does not compile for this GPU ({self.sm}): "
+                                     f"{failure.log.strip()[:2000]}")
+        self.module_info = built.module(units[0], self.sm)
+        try:
+            self.module = cupy.RawModule(path=str(self.module_info.cubin_path))
+            self.functions = {role: self.module.get_function(self.module_info.lowered[expr])
+                              for role, expr in kernel.cuda.symbols.items()}
+        except cupy.cuda.driver.CUDADriverError as error:
+            raise EnvironmentProblem(f"{self.label}: the {self.sm} cubin does not load on this GPU ({error}); "
+                                     f"check the driver against the toolchain") from None
+        shapes, errors = launch_shapes(entry.family, sorted(kernel.cuda.symbols), entry.name, kernel.cuda.launch)
+        if errors:
+            raise EnvironmentProblem("; ".join(errors))
+        self.shapes = shapes
+        for role, shape in shapes.items():
+            if shape.dynamic_smem > OPT_IN:
+                self.functions[role].max_dynamic_shared_size_bytes = shape.dynamic_smem
+        self.streams = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True))
+
+    def provenance(self) -> dict:
+        """Which cubin ran: source, SM, the toolchain that built it and the cubin's sha256."""
+        info = self.module_info
+        return {"source": self.label, "sm": self.sm, "toolchain": info.toolchain, "cached": info.cached,
+                "cubin_sha256": hashlib.sha256(Path(info.cubin_path).read_bytes()).hexdigest()}
+
+    def attribute_mismatches(self, loaded, entry_name: str) -> list[str]:
+        """Where the loaded functions' attributes differ from the committed record for this SM."""
+        found = []
+        root, tool = records_root(loaded.path), self.module_info.toolchain
+        for role, function in self.functions.items():
+            row = record_row(root, tool, entry_name, role, self.sm)
+            if row is None:
+                found.append(f"{role}: no record for {self.sm} built by {tool} (records are for the pinned "
+                             f"toolchain; carry the compile cache to the GPU machine)")
+                continue
+            found += [f"{role} on {self.sm}: {m}" for m in compare_loaded_attributes(row, function.attributes)]
+        return found
+
+    def run(self, problem: Problem) -> dict[str, np.ndarray]:
+        return self.run_concurrent([problem])[0]
+
+    def run_concurrent(self, problems: list[Problem]) -> list[dict[str, np.ndarray]]:
+        """Launch each problem's steps on its own stream, wait for all, copy the outputs back."""
+        cp = self.cp
+        try:
+            calls = []
+            for problem, stream in zip(problems, self.streams * len(problems)):
+                with stream:
+                    buffers = {name: cp.asarray(array) for name, array in problem.inputs.items()}
+                    outputs = {name: poisoned(cp, spec) for name, spec in problem.outputs.items()}
+                    values = {**buffers, **outputs, **problem.scalars}
+                    self.launch_steps(problem.launches, values, stream, problem.label)
+                calls.append((stream, outputs))
+            for stream, _ in calls:
+                stream.synchronize()
+            return [{name: out.get() for name, out in outputs.items()} for _, outputs in calls]
+        except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as error:
+            text = str(error)
+            fatal = any(word in text.lower() for word in STICKY)
+            raise KernelFailure(f"kernel {self.label} failed in call {problems[0].label}: {text}"
+                                f"{' (the GPU context is lost: the worker ends)' if fatal else ''}",
+                                fatal=fatal) from None
+
+    def launch_steps(self, launches: tuple[KernelLaunch, ...], values: dict, stream, label: str = "") -> None:
+        """Launch each step on `stream` with its arguments (device buffers and scalars) in parameter order."""
+        for step in launches:
+            missing = [name for name in step.args if name not in values]
+            if missing:
+                raise KernelFailure(f"call {label}: launch {step.role} names {', '.join(missing)}, which the "
+                                    f"problem does not hold")
+            shape = self.shapes[step.role]
+            self.functions[step.role](step.grid, (shape.threads, 1, 1), tuple(values[name] for name in step.args),
+                                      shared_mem=shape.dynamic_smem, stream=stream)
+
+    def close(self) -> None:
+        """Release the device memory this launcher's calls used, so workers sharing a GPU do not run out."""
+        for stream in self.streams:
+            stream.synchronize()
+        self.cp.get_default_memory_pool().free_all_blocks()
+        self.cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+class DeviceLauncher:
+    """A Python kernel on the GPU: called with CuPy arrays (zero-copy for torch, Triton or JAX via DLPack)."""
+
+    def __init__(self, target: str):
+        import cupy
+
+        from kcontract.launch.python import resolve
+
+        self.cp, self.target, self.fn = cupy, target, resolve(target)
+        self.streams = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True))
+
+    def provenance(self) -> dict:
+        return {"python": self.target, "sm": device_sm(self.cp)}
+
+    def run(self, problem: Problem) -> dict[str, np.ndarray]:
+        return self.run_concurrent([problem])[0]
+
+    def run_concurrent(self, problems: list[Problem]) -> list[dict[str, np.ndarray]]:
+        cp = self.cp
+        results = []
+        for problem, stream in zip(problems, self.streams * len(problems)):
+            with stream:
+                inputs = {name: cp.asarray(array) for name, array in problem.inputs.items()}
+                outputs = {name: poisoned(cp, spec) for name, spec in problem.outputs.items()}
+                try:
+                    self.fn(**inputs, **outputs, **problem.scalars)
+                except Exception as error:  # the kernel's own exception, in one line
+                    raise KernelFailure(f"kernel {self.target} raised {type(error).__name__}: {error} in call "
+                                        f"{problem.label}", traceback.format_exc()) from None
+            results.append((stream, outputs))
+        for stream, _ in results:
+            stream.synchronize()
+        return [{name: out.get() for name, out in outputs.items()} for _, outputs in results]
+
+    def close(self) -> None:
+        self.cp.get_default_memory_pool().free_all_blocks()

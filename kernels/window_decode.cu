@@ -1,0 +1,561 @@
+// Split-chunk window-attention decode: window_decode_partials computes one (m, l, o) per 256-key chunk at
+// absolute positions; window_decode_merge combines a row's chunks in chunk order. D = head dim (128, 256, 512),
+// G = query heads per key head (1..16). bf16 travels as uint16_t bit patterns.
+//
+// Launch geometry (the decode ABI's): partials<D, G> grid (n_part, kv_heads, B) of 256 threads; merge<D, G> grid
+// (kv_heads * G, B) of 128 threads; no dynamic shared memory.
+//
+// Static shared memory of partials<D, G>, in bytes (wd::kPartialsSmemBytes<D, G>):
+//   DT = 8 if G <= 4, 4 if G <= 8, else 2         (PV dims per thread)
+//   KG = 256 * DT / D                              (PV key groups)
+//   bytes = max(1024 + 32 * D + 16384, KG > 1 ? KG * G * D * 4 : 0)
+//   layout: [0, 1024)            int  key_row[256]   cache row of each chunk key, -1 where the key is masked
+//           [1024, 1024 + 32*D)  bf16 q_s[16][D]     the block's queries, heads >= G zero
+//           [.., .. + 16384)     fp32 p_s[256][16]   scores, then probabilities
+//           [0, KG * G * D * 4)  fp32 red_s[KG][G][D] per-key-group PV sums; aliases all of the above after PV
+// The merge's static shared memory: 16 bytes (per-warp maxima).
+
+#include <cuda_bf16.h>
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fault hooks: the defaults are the kernel; a planted-fault control defines one before including this file.
+// ---------------------------------------------------------------------------------------------------------------
+
+// Merge weight of a chunk with maximum m_c under the row's maximum M.
+#ifndef WD_MERGE_FACTOR
+#define WD_MERGE_FACTOR(m_c, M) expf((m_c) - (M))
+#endif
+
+// Rounding applied to the partials' l and o running sums after every add (default: none, fp32).
+#ifndef WD_ACC_ROUND
+#define WD_ACC_ROUND(x) (x)
+#endif
+
+// The last visible key of a row whose query is at absolute position pos.
+#ifndef WD_LAST_KEY
+#define WD_LAST_KEY(pos) (pos)
+#endif
+
+// True for an absolute key position p left out of scores and sums.
+#ifndef WD_SKIP_KEY
+#define WD_SKIP_KEY(p) false
+#endif
+
+// The query head that group slot g of key head kh computes with (and writes its partials and output to).
+#ifndef WD_Q_HEAD
+#define WD_Q_HEAD(kh, g, G, Hk) ((kh) * (G) + (g))
+#endif
+
+// The number of PV key groups; B is the batch size (gridDim.z). Must divide 256 and not exceed kg_default.
+#ifndef WD_KEY_GROUPS
+#define WD_KEY_GROUPS(kg_default, B) (kg_default)
+#endif
+
+// WD_ATOMIC_MERGE (undefined by default): the merge adds chunks into shared memory with atomics, in an order
+// that depends on scheduling and on the row's batch index.
+
+// Rounding of the fp32 output O / L to bf16.
+#ifndef WD_OUT_ROUND
+#define WD_OUT_ROUND(x) __float2bfloat16_rn(x)
+#endif
+
+// The first visible key of a row at position pos with window win (0: no window).
+#ifndef WD_FIRST
+#define WD_FIRST(pos, win) ((win) > 0 ? max(0, (pos) - (win) + 1) : 0)
+#endif
+
+// WD_EMPTY_CHUNKS (undefined by default): partial slots past a row's count are computed (all keys masked) and
+// written, and the merge reads all n_part slots.
+
+// V prefetch distance of the PV phase in keys, for DT dims per thread (a tuning knob: it changes no rounding).
+#ifndef WD_PV_UNROLL
+#define WD_PV_UNROLL(DT) ((DT) == 2 ? 8 : 4)
+#endif
+
+// Barrier between writing P (and the chunk maxima) and reading P in the PV phase.
+#ifndef WD_SYNC_AFTER_P
+#define WD_SYNC_AFTER_P() __syncthreads()
+#endif
+
+namespace wd {
+
+#ifdef WD_EMPTY_CHUNKS
+constexpr bool kEmptyChunks = true;  // fault: slots past a row's count are computed and merged
+#else
+constexpr bool kEmptyChunks = false;  // slots past a row's count are neither written nor read
+#endif
+
+constexpr int kChunk = 256;                               // C: keys per partial, at absolute positions
+constexpr int kThreads = 256;                             // partials block: one thread per chunk key in setup
+constexpr int kWarps = kThreads / 32;                     // 8 warps
+constexpr int kTileKeys = 16;                             // keys per mma m-tile (m16n8k16)
+constexpr int kTilesPerWarp = kChunk / kTileKeys / kWarps;  // 2: warp w takes m-tiles w and w + 8
+constexpr int kHeadSlots = 16;                            // Q staging rows: two n-tiles of 8 heads cover G <= 16
+constexpr int kPStride = 16;                              // fp32 per key in p_s: one column per head slot
+constexpr int kMergeThreads = 128;                        // merge block
+constexpr int kMergeWarps = kMergeThreads / 32;           // 4 warps
+constexpr int kKeyRowBytes = kChunk * 4;                  // int key_row[256]
+constexpr int kPBytes = kChunk * kPStride * 4;            // fp32 p_s[256][16]
+constexpr int kSmemLimit = 48 * 1024;                     // the most static shared memory a block may declare
+
+static_assert(kThreads == kChunk, "setup gives one chunk key to each thread");
+static_assert(kChunk % (kTileKeys * kWarps) == 0, "the chunk's m-tiles must split evenly over the warps");
+static_assert(kTilesPerWarp == 2, "the score loop prefetches across exactly two m-tiles per warp");
+static_assert(kChunk % 32 == 0, "each lane owns chunk keys lane, lane + 32, ... in the exp phase");
+static_assert(kPStride % 4 == 0, "p_s rows are read as float4");
+static_assert(kKeyRowBytes % 16 == 0, "q_s follows key_row and is read in 16-byte pieces");
+
+// Host-mirrorable sizes (variable templates: NVRTC compiles no host functions).
+// PV dims per thread: G * DT <= 32 accumulators per thread.
+template <int G>
+constexpr int kDimsPerThread = G <= 4 ? 8 : (G <= 8 ? 4 : 2);
+// PV key groups: the block's threads split into groups of D / DT threads, each owning a key range.
+template <int D, int G>
+constexpr int kKeyGroups = kThreads / (D / kDimsPerThread<G>);
+// Key-group reduction buffer in bytes (none when one group holds the whole chunk).
+template <int D, int G>
+constexpr int kReduceBytes = kKeyGroups<D, G> > 1 ? kKeyGroups<D, G> * G * D * 4 : 0;
+// Shared memory of window_decode_partials<D, G> in bytes (the header comment gives the layout).
+template <int D, int G>
+constexpr int kPartialsSmemBytes = (kKeyRowBytes + kHeadSlots * D * 2 + kPBytes) > kReduceBytes<D, G>
+                                       ? (kKeyRowBytes + kHeadSlots * D * 2 + kPBytes)
+                                       : kReduceBytes<D, G>;
+template <int D, int G>
+struct Traits {
+  static_assert(D == 128 || D == 256 || D == 512, "head dim D must be 128, 256 or 512");
+  static_assert(G >= 1 && G <= 16, "G (query heads per key head) must be in 1..16");
+
+  static constexpr int kPairs = D / 32;                   // k-pairs: one 16-byte K load per A row covers 2 k-steps
+  static constexpr int kNTiles = G > 8 ? 2 : 1;           // mma n-tiles of 8 heads
+  static constexpr int kQBytes = kHeadSlots * D * 2;      // bf16 q_s[16][D]
+  static constexpr int kDT = kDimsPerThread<G>;          // PV dims per thread
+  static constexpr int kTPG = D / kDT;                    // PV threads per key group
+  static constexpr int kKG = kKeyGroups<D, G>;            // PV key groups
+  static constexpr int kKPG = kChunk / kKG;               // keys per PV key group
+  static constexpr int kUnroll = WD_PV_UNROLL(kDT);       // PV prefetch distance in keys: 32-64 bytes of V per thread
+  static constexpr int kMergeDims = D / kMergeThreads;    // merge dims per thread
+  static constexpr int kSmem = kPartialsSmemBytes<D, G>;
+
+  static_assert(D % 32 == 0, "D must be a whole number of 32-dim k-pairs");
+  static_assert((kKeyRowBytes + kQBytes) % 16 == 0, "p_s must start 16-byte aligned for its float4 reads");
+  static_assert(G <= 8 * kNTiles && 8 * kNTiles <= kHeadSlots, "the n-tiles must cover G within the Q staging rows");
+  static_assert(G * kDT <= 32, "at most 32 PV accumulators per thread");
+  static_assert(D % kDT == 0, "the PV dims must split evenly over a key group's threads");
+  static_assert(kThreads % kTPG == 0, "the block must be a whole number of PV key groups");
+  static_assert(kChunk % kKG == 0, "the PV key groups must split the chunk evenly");
+  static_assert(kKPG % kUnroll == 0, "a PV key group must be a whole number of prefetch batches");
+  static_assert(kDT == 2 || kDT == 4 || kDT == 8, "a V load is 4, 8 or 16 bytes");
+  static_assert(D % kMergeThreads == 0, "the merge's dims must split evenly over its threads");
+  static_assert(kSmem <= kSmemLimit, "partials shared memory exceeds what a block may declare statically");
+  static_assert(kReduceBytes<D, G> <= kSmem, "the key-group reduction buffer must fit the shared memory");
+};
+
+// A row's visible keys [first, last] and its number of partials.
+struct Span {
+  int first;  // first visible key
+  int last;   // last visible key
+  int count;  // partial slots the row uses: chunks first / C .. last / C
+};
+
+__device__ __forceinline__ Span row_span(int pos, int win) {
+  Span s;
+  s.first = WD_FIRST(pos, win);
+  s.last = WD_LAST_KEY(pos);
+  s.count = s.last / kChunk - s.first / kChunk + 1;
+  return s;
+}
+
+// Rounding point of the partials' l and o running sums.
+__device__ __forceinline__ float acc_round(float x) { return WD_ACC_ROUND(x); }
+
+// Whether absolute key position p is dropped from scores and sums.
+__device__ __forceinline__ bool skip_key(long long p) { return WD_SKIP_KEY(p); }
+
+// Query head of group slot g for key head kh.
+template <int G>
+__device__ __forceinline__ int q_head(int kh, int g, int hk) { return WD_Q_HEAD(kh, g, G, hk); }
+
+// Merge weight of a chunk.
+__device__ __forceinline__ float merge_factor(float m_c, float big_m) { return WD_MERGE_FACTOR(m_c, big_m); }
+
+// One m16n8k16 bf16 mma, fp32 accumulate in place: c += A (16x16, row) * B (16x8, col).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// DT bf16 of V as DT / 2 packed words.
+template <int DT>
+struct VWords {
+  unsigned w[DT / 2];
+};
+
+// Read-only load of DT bf16 (4, 8 or 16 bytes, aligned to their size) when on, else zero; predicated, no branch.
+template <int DT>
+__device__ __forceinline__ VWords<DT> load_v(const unsigned short* p, bool on) {
+  VWords<DT> r;
+  const unsigned pred = on;
+  if constexpr (DT == 8) {
+    asm volatile(
+        "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %5, 0;\n\tmov.u32 %0, 0;\n\tmov.u32 %1, 0;\n\tmov.u32 %2, 0;\n\t"
+        "mov.u32 %3, 0;\n\t@q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
+        : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3])
+        : "l"(p), "r"(pred));
+  } else if constexpr (DT == 4) {
+    asm volatile(
+        "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %3, 0;\n\tmov.u32 %0, 0;\n\tmov.u32 %1, 0;\n\t"
+        "@q ld.global.nc.v2.u32 {%0, %1}, [%2];\n\t}"
+        : "=r"(r.w[0]), "=r"(r.w[1])
+        : "l"(p), "r"(pred));
+  } else {
+    asm volatile(
+        "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\tmov.u32 %0, 0;\n\t@q ld.global.nc.u32 %0, [%1];\n\t}"
+        : "=r"(r.w[0])
+        : "l"(p), "r"(pred));
+  }
+  return r;
+}
+
+// -inf as an fp32 bit pattern.
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// bf16 bits to fp32 (exact): the low and the high element of a packed word.
+__device__ __forceinline__ float bf16_lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+
+}  // namespace wd
+
+template <int D, int G>
+__global__ void __launch_bounds__(wd::kThreads)
+window_decode_partials(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k_cache,
+                       const unsigned short* __restrict__ v_cache, const int* __restrict__ row_pos,
+                       const int* __restrict__ row_slot, float* __restrict__ part_m, float* __restrict__ part_l,
+                       float* __restrict__ part_o, int win, int ring, int n_part, float scale, int kv_heads) {
+  using T = wd::Traits<D, G>;
+  constexpr int C = wd::kChunk;
+  __shared__ __align__(16) unsigned char wd_smem[T::kSmem];
+  int* key_row = reinterpret_cast<int*>(wd_smem);
+  unsigned short* q_s = reinterpret_cast<unsigned short*>(wd_smem + wd::kKeyRowBytes);
+  float* p_s = reinterpret_cast<float*>(wd_smem + wd::kKeyRowBytes + T::kQBytes);
+  float* red_s = reinterpret_cast<float*>(wd_smem);  // aliases key_row, q_s and p_s once PV is done
+
+  const int j = blockIdx.x;  // partial slot of the row
+  const int kh = blockIdx.y;  // key head
+  const int b = blockIdx.z;  // row
+  const int tid = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+
+  const wd::Span span = wd::row_span(row_pos[b], win);
+  if (!wd::kEmptyChunks && j >= span.count) return;  // block-uniform, before any barrier: the whole block leaves
+
+  const int slot = row_slot[b];
+  const int hq = kv_heads * G;
+  const long long cbase = (static_cast<long long>(span.first / C) + j) * C;  // absolute position of chunk key 0
+  const long long lo_abs = span.first > cbase ? span.first : cbase;
+  const long long hi_abs = span.last < cbase + C - 1 ? span.last : cbase + C - 1;
+  const int lo_rel = static_cast<int>(lo_abs - cbase);  // first visible chunk-relative key
+  const int hi_rel = static_cast<int>(hi_abs - cbase);  // last visible chunk-relative key (< lo_rel: none)
+  const int row_elems = kv_heads * D;  // elements between cache rows (offsets are 64-bit products)
+  // Element offset of (slot, row 0, kh, dim 0) in either cache, in 64 bits.
+  const size_t head_base = (static_cast<size_t>(slot) * static_cast<size_t>(ring) * kv_heads + kh) * D;
+
+  // Setup: cache row of each chunk key (-1: masked, never loaded) and the block's queries in q_s.
+  {
+    const long long p = cbase + tid;
+    const bool on = tid >= lo_rel && tid <= hi_rel && !wd::skip_key(p);
+    key_row[tid] = on ? static_cast<int>(p % ring) : -1;
+  }
+  constexpr int kQPieces = wd::kHeadSlots * D / 8;  // 16-byte pieces of q_s
+  for (int e = tid; e < kQPieces; e += wd::kThreads) {
+    const int g = e / (D / 8);
+    const int piece = e % (D / 8);
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);  // heads >= G are zero rows
+    if (g < G) {
+      const size_t q_row = static_cast<size_t>(b) * hq + wd::q_head<G>(kh, g, kv_heads);
+      v = __ldg(reinterpret_cast<const uint4*>(q + q_row * D) + piece);
+    }
+    reinterpret_cast<uint4*>(q_s)[e] = v;
+  }
+  __syncthreads();
+
+  // Scores on tensor cores: warp w takes m-tiles w and w + 8; A = 16 keys x 16 dims of K, B = Q^T (16 dims x 8 heads).
+  {
+    const int grp = lane >> 2;  // A row / B column / C row within the fragment
+    const int t = lane & 3;     // 8-dim piece of a k-pair
+    const unsigned short* k_lane = k_cache + head_base + 8 * t;
+    int rows[2][2];  // [m-tile][A row grp, grp + 8]: cache row or -1
+    bool active[2];  // m-tile has at least one visible key
+#pragma unroll
+    for (int tt = 0; tt < 2; ++tt) {
+      const int key0 = (warp + wd::kWarps * tt) * wd::kTileKeys;
+      active[tt] = key0 <= hi_rel && key0 + wd::kTileKeys - 1 >= lo_rel;
+      rows[tt][0] = key_row[key0 + grp];
+      rows[tt][1] = key_row[key0 + grp + 8];
+    }
+    // One 16-byte load of K[key][32 s + 8 t .. + 7]; masked keys load nothing and contribute zero.
+    auto load_k = [&](int tt, int s, int h) -> uint4 {
+      const int r = rows[tt][h];
+      if (r < 0) return make_uint4(0u, 0u, 0u, 0u);
+      return __ldg(reinterpret_cast<const uint4*>(k_lane + static_cast<long long>(r) * row_elems + 32 * s));
+    };
+    uint4 cur[2] = {load_k(0, 0, 0), load_k(0, 0, 1)};  // k-pair in use: A rows grp, grp + 8
+    uint4 nxt[2];                                        // k-pair in flight
+#pragma unroll
+    for (int tt = 0; tt < 2; ++tt) {
+      float acc[T::kNTiles][4];
+#pragma unroll
+      for (int nt = 0; nt < T::kNTiles; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;  // +0.0f
+#pragma unroll
+      for (int s = 0; s < T::kPairs; ++s) {
+        const bool more = s + 1 < T::kPairs || tt + 1 < 2;
+        if (s + 1 < T::kPairs) {
+          nxt[0] = load_k(tt, s + 1, 0);
+          nxt[1] = load_k(tt, s + 1, 1);
+        } else if (tt + 1 < 2) {
+          nxt[0] = load_k(tt + 1, 0, 0);
+          nxt[1] = load_k(tt + 1, 0, 1);
+        }
+        if (active[tt]) {  // warp-uniform: m-tiles wholly outside the visible keys are skipped
+#pragma unroll
+          for (int nt = 0; nt < T::kNTiles; ++nt) {
+            // B column = head 8 nt + grp: Q[head][32 s + 8 t .. + 7] as words {0..1, 2..3, 4..5, 6..7}.
+            const uint4 qv = *reinterpret_cast<const uint4*>(q_s + (8 * nt + grp) * D + 32 * s + 8 * t);
+            // Rounding: the tensor core's fp32 accumulate, one chain per (key, head) over the D / 16 k-steps.
+            // k-step 2s: dims 32 s + 8 t + 0..3; A {row grp w0, row grp+8 w0, row grp w1, row grp+8 w1}.
+            wd::mma_bf16(acc[nt], cur[0].x, cur[1].x, cur[0].y, cur[1].y, qv.x, qv.y);
+            // k-step 2s+1: dims 32 s + 8 t + 4..7; A {row grp w2, row grp+8 w2, row grp w3, row grp+8 w3}.
+            wd::mma_bf16(acc[nt], cur[0].z, cur[1].z, cur[0].w, cur[1].w, qv.z, qv.w);
+          }
+        }
+        if (more) {
+          cur[0] = nxt[0];
+          cur[1] = nxt[1];
+        }
+      }
+      // C fragment: c0, c1 = (key grp, heads 8 nt + 2 t, +1); c2, c3 = (key grp + 8, same heads).
+      const int key0 = (warp + wd::kWarps * tt) * wd::kTileKeys;
+#pragma unroll
+      for (int nt = 0; nt < T::kNTiles; ++nt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const bool on = rows[tt][h] >= 0;
+          float2 sv;
+          sv.x = on ? __fmul_rn(acc[nt][2 * h], scale) : wd::neg_inf();      // rounding: s = RN(acc * scale)
+          sv.y = on ? __fmul_rn(acc[nt][2 * h + 1], scale) : wd::neg_inf();  // masked keys score -inf
+          *reinterpret_cast<float2*>(p_s + (key0 + grp + 8 * h) * wd::kPStride + 8 * nt + 2 * t) = sv;
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // Chunk maximum, probabilities and l: warp w takes heads w and w + 8; lane l owns keys l, l + 32, ...
+#pragma unroll
+  for (int gi = 0; gi < (G + wd::kWarps - 1) / wd::kWarps; ++gi) {
+    const int g = warp + wd::kWarps * gi;
+    if (g < G) {  // warp-uniform
+      float sv[C / 32];
+      float m = wd::neg_inf();
+#pragma unroll
+      for (int i = 0; i < C / 32; ++i) {
+        sv[i] = p_s[(lane + 32 * i) * wd::kPStride + g];
+        m = fmaxf(m, sv[i]);  // exact
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));  // exact
+      float l = 0.0f;
+#pragma unroll
+      for (int i = 0; i < C / 32; ++i) {
+        const float p = expf(__fsub_rn(sv[i], m));  // rounding: RN(s - m), then expf; masked keys give +0
+        p_s[(lane + 32 * i) * wd::kPStride + g] = p;
+        l = wd::acc_round(__fadd_rn(l, p));  // rounding: lane sum in increasing key order (+0 adds are exact)
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) {
+        l = wd::acc_round(__fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, off)));  // rounding: butterfly, commutative
+      }
+      if (lane == 0) {
+        const size_t idx = (static_cast<size_t>(b) * hq + wd::q_head<G>(kh, g, kv_heads)) * n_part + j;
+        part_m[idx] = m;
+        part_l[idx] = l;
+      }
+    }
+  }
+  WD_SYNC_AFTER_P();
+
+  // PV: thread owns DT consecutive dims for all G heads; key group kg sums keys [kg * KPG, (kg + 1) * KPG).
+  constexpr int DT = T::kDT;
+  constexpr int U = T::kUnroll;
+  const int kg_n = WD_KEY_GROUPS(T::kKG, static_cast<int>(gridDim.z));
+  const int kg = tid / T::kTPG;
+  const int d0 = (tid % T::kTPG) * DT;
+  float acc[G][DT];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int d = 0; d < DT; ++d) acc[g][d] = 0.0f;
+  }
+  if (kg < kg_n) {
+    const int kpg = C / kg_n;
+    const int k_begin = kg * kpg;
+    const int k_end = k_begin + kpg;
+    const unsigned short* v_lane = v_cache + head_base + d0;
+    wd::VWords<DT> v[U];  // V ring: slot u holds key k0 + u, then is refilled with key k0 + U + u
+    // V of the key in cache row r (masked keys, r < 0: zero, not loaded).
+    auto load_key = [&](int r) {
+      return wd::load_v<DT>(v_lane + static_cast<long long>(r) * row_elems, r >= 0);
+    };
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = load_key(key_row[k_begin + u]);
+#pragma unroll 1
+    for (int k0 = k_begin; k0 < k_end; k0 += U) {
+      const bool more = k0 + U < k_end;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const float* p_row = p_s + (k0 + u) * wd::kPStride;  // p of key k0 + u for every head
+        float p[G];
+        if constexpr (G == 1) {
+          p[0] = p_row[0];
+        } else if constexpr (G == 2) {
+          const float2 p2 = *reinterpret_cast<const float2*>(p_row);
+          p[0] = p2.x;
+          p[1] = p2.y;
+        } else {
+#pragma unroll
+          for (int i = 0; i < G; i += 4) {
+            const float4 p4 = *reinterpret_cast<const float4*>(p_row + i);
+            p[i] = p4.x;
+            if (i + 1 < G) p[i + 1] = p4.y;
+            if (i + 2 < G) p[i + 2] = p4.z;
+            if (i + 3 < G) p[i + 3] = p4.w;
+          }
+        }
+        float vf[DT];
+#pragma unroll
+        for (int w = 0; w < DT / 2; ++w) {
+          vf[2 * w] = wd::bf16_lo(v[u].w[w]);
+          vf[2 * w + 1] = wd::bf16_hi(v[u].w[w]);
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+          for (int d = 0; d < DT; ++d) {
+            acc[g][d] = wd::acc_round(fmaf(p[g], vf[d], acc[g][d]));  // rounding: one fma per key, key order
+          }
+        }
+        v[u] = load_key(more ? key_row[k0 + U + u] : -1);  // prefetch: U keys stay in flight
+      }
+    }
+  }
+
+  // o: the key groups' sums added in group order 0, 1, ..., kg_n - 1 (kg_n == 1: written from registers).
+  if (kg_n == 1) {  // block-uniform
+    if (kg == 0) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const size_t idx = ((static_cast<size_t>(b) * hq + wd::q_head<G>(kh, g, kv_heads)) * n_part + j) * D + d0;
+#pragma unroll
+        for (int d = 0; d < DT; d += 2) {
+          *reinterpret_cast<float2*>(part_o + idx + d) = make_float2(acc[g][d], acc[g][d + 1]);
+        }
+      }
+    }
+  } else {
+    __syncthreads();  // every thread is done with key_row, q_s and p_s: red_s reuses them
+    if (kg < kg_n) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int d = 0; d < DT; d += 2) {
+          *reinterpret_cast<float2*>(red_s + (kg * G + g) * D + d0 + d) = make_float2(acc[g][d], acc[g][d + 1]);
+        }
+      }
+    }
+    __syncthreads();
+    for (int e = tid; e < G * D; e += wd::kThreads) {
+      const int g = e / D;
+      const int d = e % D;
+      float o = red_s[e];
+      for (int k = 1; k < kg_n; ++k) o = wd::acc_round(__fadd_rn(o, red_s[k * G * D + e]));  // rounding: group order
+      const size_t idx = ((static_cast<size_t>(b) * hq + wd::q_head<G>(kh, g, kv_heads)) * n_part + j) * D + d;
+      part_o[idx] = o;
+    }
+  }
+}
+
+template <int D, int G>
+__global__ void __launch_bounds__(wd::kMergeThreads)
+window_decode_merge(const float* __restrict__ part_m, const float* __restrict__ part_l,
+                    const float* __restrict__ part_o, const int* __restrict__ row_pos,
+                    unsigned short* __restrict__ out, int win, int n_part, int kv_heads) {
+  using T = wd::Traits<D, G>;
+  __shared__ float warp_max[wd::kMergeWarps];
+  const int h = blockIdx.x;  // query head
+  const int b = blockIdx.y;  // row
+  const int tid = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+  const int hq = kv_heads * G;
+  const wd::Span span = wd::row_span(row_pos[b], win);
+  // Slots past the row's count are never read; min() only keeps a faulty count (controls) inside the row's slots.
+  const int count = wd::kEmptyChunks ? n_part : min(span.count, n_part);
+  const size_t row = static_cast<size_t>(b) * hq + h;
+  const float* m_row = part_m + row * n_part;
+  const float* l_row = part_l + row * n_part;
+  const float* o_row = part_o + row * n_part * D;
+
+  // M = max_c m_c (exact, any order).
+  float big_m = wd::neg_inf();
+  for (int c = tid; c < count; c += wd::kMergeThreads) big_m = fmaxf(big_m, m_row[c]);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) big_m = fmaxf(big_m, __shfl_xor_sync(0xffffffffu, big_m, off));
+  if (lane == 0) warp_max[warp] = big_m;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < wd::kMergeWarps; ++w) big_m = fmaxf(big_m, warp_max[w]);
+
+  float big_l = 0.0f;
+  float big_o[T::kMergeDims];
+#pragma unroll
+  for (int i = 0; i < T::kMergeDims; ++i) big_o[i] = 0.0f;
+#ifdef WD_ATOMIC_MERGE
+  // Fault: warp (c + b) % 4 adds chunk c into shared memory with atomics; the order follows scheduling.
+  __shared__ float o_s[D];
+  __shared__ float l_s;
+  for (int d = tid; d < D; d += wd::kMergeThreads) o_s[d] = 0.0f;
+  if (tid == 0) l_s = 0.0f;
+  __syncthreads();
+  for (int c = 0; c < count; ++c) {
+    if ((c + b) % wd::kMergeWarps == warp) {
+      const float f = wd::merge_factor(m_row[c], big_m);
+      if (lane == 0) atomicAdd(&l_s, f * l_row[c]);
+      for (int d = lane; d < D; d += 32) atomicAdd(&o_s[d], f * o_row[static_cast<size_t>(c) * D + d]);
+    }
+  }
+  __syncthreads();
+  big_l = l_s;
+#pragma unroll
+  for (int i = 0; i < T::kMergeDims; ++i) big_o[i] = o_s[tid + wd::kMergeThreads * i];
+#else
+  // Sequential in chunk order: L = fma(f_c, l_c, L), O = fma(f_c, o_c, O), from 0.0f.
+#pragma unroll 4
+  for (int c = 0; c < count; ++c) {
+    const float f = wd::merge_factor(m_row[c], big_m);  // rounding: RN(m_c - M), then expf
+    big_l = fmaf(f, l_row[c], big_l);                   // rounding: one fma per chunk
+#pragma unroll
+    for (int i = 0; i < T::kMergeDims; ++i) {
+      const float o_c = o_row[static_cast<size_t>(c) * D + tid + wd::kMergeThreads * i];
+      big_o[i] = fmaf(f, o_c, big_o[i]);  // rounding: one fma per chunk
+    }
+  }
+#endif
+#pragma unroll
+  for (int i = 0; i < T::kMergeDims; ++i) {
+    const float y = big_o[i] / big_l;  // rounding: IEEE division (-prec-div=true)
+    out[row * D + tid + wd::kMergeThreads * i] = __bfloat16_as_ushort(WD_OUT_ROUND(y));  // rounding: to bf16
+  }
+}

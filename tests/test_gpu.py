@@ -1,0 +1,60 @@
+"""On a GPU (pytest -m gpu): the CUDA launcher, fault isolation, device Python kernels and the controls.
+
+Every test here skips, with its reason, where CuPy sees no GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kcontract.launch import gpu_present
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_present(), reason="no CUDA GPU (or no CuPy) here")]
+
+
+def kcontract(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """kcontract as the GPU machine runs it (`python3 -m kcontract`, where nothing is installed)."""
+    env = dict(os.environ, COLUMNS="80")
+    return subprocess.run([sys.executable, "-m", "kcontract", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_faulting_and_hanging_kernels_are_named_and_the_run_goes_on():
+    proc = kcontract("run", "--contract", "tests/contracts/gpu_faults.yaml", timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ("SUMMARY 4 kernels: 2 pass gates 1-4, 2 fail, 0 known findings; 0 controls: 0 red as planted, "
+            "0 missed; 0 limit problems") in proc.stdout, proc.stdout + proc.stderr
+    assert re.search(r"^faults: error: kernel \.\./cuda/faults\.cu failed in call small: .*illegal", proc.stdout,
+                     re.M | re.I), proc.stdout
+    assert re.search(r"^hangs: timed out: no answer within 20 s", proc.stdout, re.M)
+    assert re.search(r"^after gate 3 merge rescale: pass", proc.stdout, re.M)
+
+
+def test_a_python_kernel_on_device_arrays_runs_its_gates():
+    proc = kcontract("run", "--contract", "tests/contracts/gpu_device.yaml", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUMMARY 1 kernels: 1 pass gates 1-4" in proc.stdout
+
+
+def test_the_cuda_launcher_poisons_and_writes_every_output():
+    from kcontract.contract.loader import load_contract
+    from kcontract.launch import launcher_for
+
+    loaded = load_contract(str(ROOT / "contract.yaml"))
+    entry = loaded.entry("decode_d128_g4_global")
+    launcher = launcher_for(entry.kernel, loaded, entry)
+    checked = entry.family.checks(1, entry.family.cases(1)[0])[0]
+    outputs = launcher.run(checked.problem)
+    assert not np.any((outputs["out"] & 0x7F80 == 0x7F80) & (outputs["out"] & 0x7F != 0))
+    assert launcher.provenance()["sm"].startswith("sm_") and len(launcher.provenance()["cubin_sha256"]) == 64
+    assert launcher.attribute_mismatches(loaded, entry.name) == []
+    launcher.close()
