@@ -1,3 +1,3 @@
-// Fault: no barrier between writing P and reading it in the PV phase (a shared-memory race).
-#define WD_SYNC_AFTER_P()
+// Fault: no barrier between the score tiles written to shared memory and their use (a shared-memory race).
+#define WD_SYNC_AFTER_SCORES()
 #include "../kernels/window_decode.cu"

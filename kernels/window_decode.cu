@@ -72,9 +72,9 @@
 #define WD_PV_UNROLL(DT) ((DT) == 2 ? 8 : 4)
 #endif
 
-// Barrier between writing P (and the chunk maxima) and reading P in the PV phase.
-#ifndef WD_SYNC_AFTER_P
-#define WD_SYNC_AFTER_P() __syncthreads()
+// Barrier between the score tiles written to shared memory and their use by every warp in the exp phase.
+#ifndef WD_SYNC_AFTER_SCORES
+#define WD_SYNC_AFTER_SCORES() __syncthreads()
 #endif
 
 namespace wd {
@@ -351,7 +351,7 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
       }
     }
   }
-  __syncthreads();
+  WD_SYNC_AFTER_SCORES();
 
   // Chunk maximum, probabilities and l: warp w takes heads w and w + 8; lane l owns keys l, l + 32, ...
 #pragma unroll
@@ -385,7 +385,7 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
       }
     }
   }
-  WD_SYNC_AFTER_P();
+  __syncthreads();  // P and the maxima are written before any thread reads them in PV
 
   // PV: thread owns DT consecutive dims for all G heads; key group kg sums keys [kg * KPG, (kg + 1) * KPG).
   constexpr int DT = T::kDT;

@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
 fi
-export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 KCONTRACT_CACHE=$PWD/.cubins/cache
+export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 KCONTRACT_CACHE=$PWD/.cubins/cache KCONTRACT_CARRIED_CACHE=$PWD/.cubins/cache
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt"
 started=$SECONDS

@@ -40,10 +40,14 @@ def bench_entries(loaded, entries, keys: list[int], rows: list[int], repeat: int
 
 def _time_call(cupy, timer: Timer, launcher, call, l2: int, repeat: int, read_gbps: float, entry: str) -> dict:
     """Events (L2 flushed), graph replays over rotating buffers, and torch on the same call."""
-    sets = [materialise(cupy, call, 0)]
+    with timer.stream:  # inputs made on the timing stream, finished before the first launch
+        sets = [materialise(cupy, call, 0)]
+    timer.stream.synchronize()
     us = timer.events(lambda s: launcher.launch_steps(call.launches, sets[0], s), repeat)
     copies = max(1, min(MAX_COPIES, -(-4 * l2 // call.bytes)))
-    sets += [materialise(cupy, call, c) for c in range(1, copies)]
+    with timer.stream:
+        sets += [materialise(cupy, call, c) for c in range(1, copies)]
+    timer.stream.synchronize()
     graph_us = timer.graph([lambda s, v=v: launcher.launch_steps(call.launches, v, s) for v in sets])
     del sets
     cupy.get_default_memory_pool().free_all_blocks()

@@ -24,7 +24,7 @@ from kcontract.records.shapes import launch_shapes
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, default_root
 from kcontract.toolchain.nvrtc import local_toolchain_id
-from kcontract.toolchain.units import group_units, uses_of
+from kcontract.toolchain.units import unit_of
 
 OPT_IN = 48 * 1024  # dynamic shared memory above this needs the function's opt-in attribute
 STICKY = ("illegal", "misaligned", "launch failed", "exception", "trap", "hardware", "unspecified launch")
@@ -52,7 +52,7 @@ class CudaLauncher:
         self.label = kernel.cuda.source
         self.sm = device_sm(cupy)
         base = Path(loaded.path).resolve().parent
-        units = group_units(uses_of("entry", entry.name, kernel.cuda, base))
+        units = [unit_of(loaded, kernel.cuda)]
         cache = CompileCache(default_root(loaded.path))
         try:
             built = build(units, [self.sm], cache, base, jobs=1)

@@ -21,7 +21,7 @@ from kcontract.records.shapes import launch_shapes
 from kcontract.toolchain.build import Build, Failure, build, read_inputs
 from kcontract.toolchain.cache import CompileCache, default_root, inputs_digest
 from kcontract.toolchain.pins import toolchain_id
-from kcontract.toolchain.units import Unit, contract_uses, group_units, resolve_source, uses_of
+from kcontract.toolchain.units import Unit, contract_uses, group_units, resolve_source, unit_of
 
 KERNEL_FIELDS = ("symbol", "mangled", "threads", "dynamic_smem")
 SM_FIELDS = ("registers", "static_smem", "stack", "spill_stores", "spill_loads", "barriers", "opt_in",
@@ -108,9 +108,10 @@ class Gate5Report:
 
 
 def gate5_units(loaded) -> list[Unit]:
-    """Compile units of every CUDA entry running gate 5 and every gate-5 control."""
-    wanted = {("entry", e.name) for e in _entries(loaded)} | {("control", c.name) for c in _controls(loaded)}
-    return group_units([u for u in contract_uses(loaded) if (u.owner, u.name) in wanted])
+    """The contract's compile units that hold a gate-5 entry's or a gate-5 control's kernel."""
+    wanted = {(k.source, tuple(k.options)) for k in [e.kernel.cuda for e in _entries(loaded)] +
+              [c.kernel.cuda for c in _controls(loaded)]}
+    return [u for u in group_units(contract_uses(loaded)) if u.ident in wanted]
 
 
 def _entries(loaded) -> list:
@@ -150,7 +151,8 @@ def judge_kernel(loaded, entry, kernel, *, root: Path | None = None, cache: Comp
     base = Path(loaded.path).resolve().parent
     root = root or records_root(loaded.path)
     tool = toolchain_id()
-    units = {u.ident: u for u in group_units(uses_of("entry", entry.name, kernel.cuda, base))}
+    unit = unit_of(loaded, kernel.cuda)
+    units = {unit.ident: unit}
     if built is None:
         built = build(list(units.values()), loaded.targets, cache or CompileCache(default_root(loaded.path)),
                       base, jobs)
