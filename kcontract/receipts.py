@@ -72,7 +72,7 @@ def check_receipts(loaded) -> ReceiptReport:
     if not covered and loaded.model.require_receipt:
         report.missing = True
         report.stale.append(f"{contract_rel} requires a receipt and no current one covers it: run "
-                            f"`kcontract run --contract {contract_rel} --receipt {receipt_name(Path(contract_rel), 'GPU')}`"
+                            f"`kcontract run --contract {contract_rel} --receipt {receipt_name(Path(contract_rel), '<gpu>')}`"
                             f" on a GPU and commit the receipt")
     return report
 

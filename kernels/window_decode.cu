@@ -3,7 +3,7 @@
 // G = query heads per key head (1..16). bf16 travels as uint16_t bit patterns.
 //
 // Launch geometry (the decode ABI's): partials<D, G> grid (n_part, kv_heads, B) of 256 threads; merge<D, G> grid
-// (kv_heads * G, B) of 128 threads; no dynamic shared memory.
+// (kv_heads * G, B) of 256 threads; no dynamic shared memory.
 //
 // Static shared memory of partials<D, G>, in bytes (wd::kPartialsSmemBytes<D, G>):
 //   DT = 8 if G <= 4, 4 if G <= 8, else 2         (PV dims per thread)
@@ -13,7 +13,7 @@
 //           [1024, 1024 + 32*D)  bf16 q_s[16][D]     the block's queries, heads >= G zero
 //           [.., .. + 16384)     fp32 p_s[256][16]   scores, then probabilities
 //           [0, KG * G * D * 4)  fp32 red_s[KG][G][D] per-key-group PV sums; aliases all of the above after PV
-// The merge's static shared memory: 16 bytes (per-warp maxima).
+// The merge's static shared memory: 8 * D * 4 + 64 bytes (each warp's run of chunks, its l and its maximum).
 
 #include <cuda_bf16.h>
 
@@ -69,7 +69,7 @@
 
 // V prefetch distance of the PV phase in keys, for DT dims per thread (a tuning knob: it changes no rounding).
 #ifndef WD_PV_UNROLL
-#define WD_PV_UNROLL(DT) ((DT) == 2 ? 8 : 4)
+#define WD_PV_UNROLL(DT) ((DT) == 2 ? 16 : 4)
 #endif
 
 // Barrier between the score tiles written to shared memory and their use by every warp in the exp phase.
@@ -90,17 +90,23 @@ constexpr int kThreads = 256;                             // partials block: one
 constexpr int kWarps = kThreads / 32;                     // 8 warps
 constexpr int kTileKeys = 16;                             // keys per mma m-tile (m16n8k16)
 constexpr int kTilesPerWarp = kChunk / kTileKeys / kWarps;  // 2: warp w takes m-tiles w and w + 8
+#if __CUDA_ARCH__ >= 1000
+constexpr int kMinBlocks = 1;  // partials blocks per SM the register budget must allow: 128 registers spill here
+#else
+constexpr int kMinBlocks = 2;  // partials blocks per SM the register budget must allow (128 registers a thread)
+#endif
+constexpr int kKDepth = 2;                                // K k-pair stages of both m-tiles per lane (2 KiB/warp each)
 constexpr int kHeadSlots = 16;                            // Q staging rows: two n-tiles of 8 heads cover G <= 16
 constexpr int kPStride = 16;                              // fp32 per key in p_s: one column per head slot
-constexpr int kMergeThreads = 128;                        // merge block
-constexpr int kMergeWarps = kMergeThreads / 32;           // 4 warps
+constexpr int kMergeThreads = 256;                        // merge block
+constexpr int kMergeWarps = kMergeThreads / 32;           // 8 warps, each summing a run of the row's chunks
 constexpr int kKeyRowBytes = kChunk * 4;                  // int key_row[256]
 constexpr int kPBytes = kChunk * kPStride * 4;            // fp32 p_s[256][16]
 constexpr int kSmemLimit = 48 * 1024;                     // the most static shared memory a block may declare
 
 static_assert(kThreads == kChunk, "setup gives one chunk key to each thread");
 static_assert(kChunk % (kTileKeys * kWarps) == 0, "the chunk's m-tiles must split evenly over the warps");
-static_assert(kTilesPerWarp == 2, "the score loop prefetches across exactly two m-tiles per warp");
+static_assert(kTilesPerWarp == 2, "the score loop advances exactly two m-tiles per warp together");
 static_assert(kChunk % 32 == 0, "each lane owns chunk keys lane, lane + 32, ... in the exp phase");
 static_assert(kPStride % 4 == 0, "p_s rows are read as float4");
 static_assert(kKeyRowBytes % 16 == 0, "q_s follows key_row and is read in 16-byte pieces");
@@ -132,8 +138,8 @@ struct Traits {
   static constexpr int kTPG = D / kDT;                    // PV threads per key group
   static constexpr int kKG = kKeyGroups<D, G>;            // PV key groups
   static constexpr int kKPG = kChunk / kKG;               // keys per PV key group
-  static constexpr int kUnroll = WD_PV_UNROLL(kDT);       // PV prefetch distance in keys: 32-64 bytes of V per thread
-  static constexpr int kMergeDims = D / kMergeThreads;    // merge dims per thread
+  static constexpr int kUnroll = WD_PV_UNROLL(kDT);       // PV prefetch distance in keys: 64-128 bytes of V per thread
+  static constexpr int kMergeLaneDims = D / 32;           // merge dims per lane
   static constexpr int kSmem = kPartialsSmemBytes<D, G>;
 
   static_assert(D % 32 == 0, "D must be a whole number of 32-dim k-pairs");
@@ -145,7 +151,7 @@ struct Traits {
   static_assert(kChunk % kKG == 0, "the PV key groups must split the chunk evenly");
   static_assert(kKPG % kUnroll == 0, "a PV key group must be a whole number of prefetch batches");
   static_assert(kDT == 2 || kDT == 4 || kDT == 8, "a V load is 4, 8 or 16 bytes");
-  static_assert(D % kMergeThreads == 0, "the merge's dims must split evenly over its threads");
+  static_assert(D % 128 == 0, "a merge lane reads its dims as float4 pieces 128 apart");
   static_assert(kSmem <= kSmemLimit, "partials shared memory exceeds what a block may declare statically");
   static_assert(kReduceBytes<D, G> <= kSmem, "the key-group reduction buffer must fit the shared memory");
 };
@@ -229,7 +235,7 @@ __device__ __forceinline__ float bf16_hi(unsigned w) { return __uint_as_float(w 
 }  // namespace wd
 
 template <int D, int G>
-__global__ void __launch_bounds__(wd::kThreads)
+__global__ void __launch_bounds__(wd::kThreads, wd::kMinBlocks)
 window_decode_partials(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k_cache,
                        const unsigned short* __restrict__ v_cache, const int* __restrict__ row_pos,
                        const int* __restrict__ row_slot, float* __restrict__ part_m, float* __restrict__ part_l,
@@ -302,41 +308,53 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
       if (r < 0) return make_uint4(0u, 0u, 0u, 0u);
       return __ldg(reinterpret_cast<const uint4*>(k_lane + static_cast<long long>(r) * row_elems + 32 * s));
     };
-    uint4 cur[2] = {load_k(0, 0, 0), load_k(0, 0, 1)};  // k-pair in use: A rows grp, grp + 8
-    uint4 nxt[2];                                        // k-pair in flight
+    // Both m-tiles advance together with kKDepth k-pairs of each in flight: ring[stage][m-tile][A row half].
+    uint4 ring[wd::kKDepth][2][2];
+#pragma unroll
+    for (int st = 0; st < wd::kKDepth; ++st) {
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) ring[st][tt][h] = st < T::kPairs ? load_k(tt, st, h) : make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+    float acc[2][T::kNTiles][4];
 #pragma unroll
     for (int tt = 0; tt < 2; ++tt) {
-      float acc[T::kNTiles][4];
 #pragma unroll
-      for (int nt = 0; nt < T::kNTiles; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;  // +0.0f
+      for (int nt = 0; nt < T::kNTiles; ++nt) {
+        acc[tt][nt][0] = acc[tt][nt][1] = acc[tt][nt][2] = acc[tt][nt][3] = 0.0f;  // each chain starts at +0.0f
+      }
+    }
 #pragma unroll
-      for (int s = 0; s < T::kPairs; ++s) {
-        const bool more = s + 1 < T::kPairs || tt + 1 < 2;
-        if (s + 1 < T::kPairs) {
-          nxt[0] = load_k(tt, s + 1, 0);
-          nxt[1] = load_k(tt, s + 1, 1);
-        } else if (tt + 1 < 2) {
-          nxt[0] = load_k(tt + 1, 0, 0);
-          nxt[1] = load_k(tt + 1, 0, 1);
-        }
-        if (active[tt]) {  // warp-uniform: m-tiles wholly outside the visible keys are skipped
+    for (int s = 0; s < T::kPairs; ++s) {
+      const uint4 (&cur)[2][2] = ring[s % wd::kKDepth];  // this k-pair of both m-tiles
 #pragma unroll
-          for (int nt = 0; nt < T::kNTiles; ++nt) {
-            // B column = head 8 nt + grp: Q[head][32 s + 8 t .. + 7] as words {0..1, 2..3, 4..5, 6..7}.
-            const uint4 qv = *reinterpret_cast<const uint4*>(q_s + (8 * nt + grp) * D + 32 * s + 8 * t);
+      for (int nt = 0; nt < T::kNTiles; ++nt) {
+        // B column = head 8 nt + grp: Q[head][32 s + 8 t .. + 7] as words {0..1, 2..3, 4..5, 6..7}.
+        const uint4 qv = *reinterpret_cast<const uint4*>(q_s + (8 * nt + grp) * D + 32 * s + 8 * t);
+#pragma unroll
+        for (int tt = 0; tt < 2; ++tt) {
+          if (active[tt]) {  // warp-uniform: m-tiles wholly outside the visible keys are skipped
             // Rounding: the tensor core's fp32 accumulate, one chain per (key, head) over the D / 16 k-steps.
             // k-step 2s: dims 32 s + 8 t + 0..3; A {row grp w0, row grp+8 w0, row grp w1, row grp+8 w1}.
-            wd::mma_bf16(acc[nt], cur[0].x, cur[1].x, cur[0].y, cur[1].y, qv.x, qv.y);
+            wd::mma_bf16(acc[tt][nt], cur[tt][0].x, cur[tt][1].x, cur[tt][0].y, cur[tt][1].y, qv.x, qv.y);
             // k-step 2s+1: dims 32 s + 8 t + 4..7; A {row grp w2, row grp+8 w2, row grp w3, row grp+8 w3}.
-            wd::mma_bf16(acc[nt], cur[0].z, cur[1].z, cur[0].w, cur[1].w, qv.z, qv.w);
+            wd::mma_bf16(acc[tt][nt], cur[tt][0].z, cur[tt][1].z, cur[tt][0].w, cur[tt][1].w, qv.z, qv.w);
           }
         }
-        if (more) {
-          cur[0] = nxt[0];
-          cur[1] = nxt[1];
+      }
+      if (s + wd::kKDepth < T::kPairs) {  // the stage just used takes k-pair s + kKDepth
+#pragma unroll
+        for (int tt = 0; tt < 2; ++tt) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) ring[s % wd::kKDepth][tt][h] = load_k(tt, s + wd::kKDepth, h);
         }
       }
-      // C fragment: c0, c1 = (key grp, heads 8 nt + 2 t, +1); c2, c3 = (key grp + 8, same heads).
+    }
+    // C fragment: c0, c1 = (key grp, heads 8 nt + 2 t, +1); c2, c3 = (key grp + 8, same heads).
+#pragma unroll
+    for (int tt = 0; tt < 2; ++tt) {
       const int key0 = (warp + wd::kWarps * tt) * wd::kTileKeys;
 #pragma unroll
       for (int nt = 0; nt < T::kNTiles; ++nt) {
@@ -344,8 +362,8 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
         for (int h = 0; h < 2; ++h) {
           const bool on = rows[tt][h] >= 0;
           float2 sv;
-          sv.x = on ? __fmul_rn(acc[nt][2 * h], scale) : wd::neg_inf();      // rounding: s = RN(acc * scale)
-          sv.y = on ? __fmul_rn(acc[nt][2 * h + 1], scale) : wd::neg_inf();  // masked keys score -inf
+          sv.x = on ? __fmul_rn(acc[tt][nt][2 * h], scale) : wd::neg_inf();      // rounding: s = RN(acc * scale)
+          sv.y = on ? __fmul_rn(acc[tt][nt][2 * h + 1], scale) : wd::neg_inf();  // masked keys score -inf
           *reinterpret_cast<float2*>(p_s + (key0 + grp + 8 * h) * wd::kPStride + 8 * nt + 2 * t) = sv;
         }
       }
@@ -493,7 +511,10 @@ window_decode_merge(const float* __restrict__ part_m, const float* __restrict__ 
                     const float* __restrict__ part_o, const int* __restrict__ row_pos,
                     unsigned short* __restrict__ out, int win, int n_part, int kv_heads) {
   using T = wd::Traits<D, G>;
+  constexpr int DL = T::kMergeLaneDims;  // dims per lane: float4 pieces 4 l + 128 i
   __shared__ float warp_max[wd::kMergeWarps];
+  __shared__ float warp_l[wd::kMergeWarps];
+  __shared__ __align__(16) float warp_o[wd::kMergeWarps][D];
   const int h = blockIdx.x;  // query head
   const int b = blockIdx.y;  // row
   const int tid = threadIdx.x;
@@ -518,44 +539,63 @@ window_decode_merge(const float* __restrict__ part_m, const float* __restrict__ 
 #pragma unroll
   for (int w = 0; w < wd::kMergeWarps; ++w) big_m = fmaxf(big_m, warp_max[w]);
 
-  float big_l = 0.0f;
-  float big_o[T::kMergeDims];
+  float l = 0.0f;
+  float o[DL];
 #pragma unroll
-  for (int i = 0; i < T::kMergeDims; ++i) big_o[i] = 0.0f;
+  for (int i = 0; i < DL; ++i) o[i] = 0.0f;
 #ifdef WD_ATOMIC_MERGE
-  // Fault: warp (c + b) % 4 adds chunk c into shared memory with atomics; the order follows scheduling.
-  __shared__ float o_s[D];
-  __shared__ float l_s;
-  for (int d = tid; d < D; d += wd::kMergeThreads) o_s[d] = 0.0f;
-  if (tid == 0) l_s = 0.0f;
+  // Fault: chunks go to warps by (c + b) % warps and are added with shared-memory atomics: the order follows
+  // scheduling and the row's batch index.
+  for (int d = tid; d < D; d += wd::kMergeThreads) warp_o[0][d] = 0.0f;
+  if (tid == 0) warp_l[0] = 0.0f;
   __syncthreads();
   for (int c = 0; c < count; ++c) {
     if ((c + b) % wd::kMergeWarps == warp) {
       const float f = wd::merge_factor(m_row[c], big_m);
-      if (lane == 0) atomicAdd(&l_s, f * l_row[c]);
-      for (int d = lane; d < D; d += 32) atomicAdd(&o_s[d], f * o_row[static_cast<size_t>(c) * D + d]);
+      if (lane == 0) atomicAdd(&warp_l[0], f * l_row[c]);
+      for (int d = lane; d < D; d += 32) atomicAdd(&warp_o[0][d], f * o_row[static_cast<size_t>(c) * D + d]);
     }
   }
   __syncthreads();
-  big_l = l_s;
-#pragma unroll
-  for (int i = 0; i < T::kMergeDims; ++i) big_o[i] = o_s[tid + wd::kMergeThreads * i];
+  const float big_l = warp_l[0];
+  for (int d = tid; d < D; d += wd::kMergeThreads) {
+    out[row * D + d] = __bfloat16_as_ushort(WD_OUT_ROUND(warp_o[0][d] / big_l));  // rounding: IEEE, then bf16
+  }
 #else
-  // Sequential in chunk order: L = fma(f_c, l_c, L), O = fma(f_c, o_c, O), from 0.0f.
-#pragma unroll 4
-  for (int c = 0; c < count; ++c) {
+  // Warp w sums the chunks [w * per, (w + 1) * per) in chunk order: L = fma(f_c, l_c, L), O = fma(f_c, o_c, O)
+  // from 0.0f; the warps' sums are then added in warp order. The split follows the row's own chunk count only.
+  const int per = (count + wd::kMergeWarps - 1) / wd::kMergeWarps;
+  const int c_end = min(count, (warp + 1) * per);
+#pragma unroll 2
+  for (int c = warp * per; c < c_end; ++c) {
     const float f = wd::merge_factor(m_row[c], big_m);  // rounding: RN(m_c - M), then expf
-    big_l = fmaf(f, l_row[c], big_l);                   // rounding: one fma per chunk
+    l = fmaf(f, l_row[c], l);                            // rounding: one fma per chunk
+    const float* o_c = o_row + static_cast<size_t>(c) * D + 4 * lane;
 #pragma unroll
-    for (int i = 0; i < T::kMergeDims; ++i) {
-      const float o_c = o_row[static_cast<size_t>(c) * D + tid + wd::kMergeThreads * i];
-      big_o[i] = fmaf(f, o_c, big_o[i]);  // rounding: one fma per chunk
+    for (int i = 0; i < DL / 4; ++i) {
+      const float4 v = *reinterpret_cast<const float4*>(o_c + 128 * i);
+      o[4 * i] = fmaf(f, v.x, o[4 * i]);  // rounding: one fma per chunk
+      o[4 * i + 1] = fmaf(f, v.y, o[4 * i + 1]);
+      o[4 * i + 2] = fmaf(f, v.z, o[4 * i + 2]);
+      o[4 * i + 3] = fmaf(f, v.w, o[4 * i + 3]);
     }
   }
-#endif
+  if (lane == 0) warp_l[warp] = l;
 #pragma unroll
-  for (int i = 0; i < T::kMergeDims; ++i) {
-    const float y = big_o[i] / big_l;  // rounding: IEEE division (-prec-div=true)
-    out[row * D + tid + wd::kMergeThreads * i] = __bfloat16_as_ushort(WD_OUT_ROUND(y));  // rounding: to bf16
+  for (int i = 0; i < DL / 4; ++i) {
+    *reinterpret_cast<float4*>(&warp_o[warp][4 * lane + 128 * i]) = make_float4(o[4 * i], o[4 * i + 1],
+                                                                               o[4 * i + 2], o[4 * i + 3]);
   }
+  __syncthreads();
+  float big_l = warp_l[0];
+#pragma unroll
+  for (int w = 1; w < wd::kMergeWarps; ++w) big_l = __fadd_rn(big_l, warp_l[w]);  // rounding: warp order
+  for (int d = tid; d < D; d += wd::kMergeThreads) {
+    float big_o = warp_o[0][d];
+#pragma unroll
+    for (int w = 1; w < wd::kMergeWarps; ++w) big_o = __fadd_rn(big_o, warp_o[w][d]);  // rounding: warp order
+    const float y = big_o / big_l;  // rounding: IEEE division (-prec-div=true)
+    out[row * D + d] = __bfloat16_as_ushort(WD_OUT_ROUND(y));  // rounding: to bf16
+  }
+#endif
 }

@@ -30,7 +30,7 @@ fi
 if has bench; then
   receipt=()
   [ -f "$OUT/receipt.json" ] && receipt=(--receipt "$OUT/receipt.json")
-  timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench "${receipt[@]}" --json "$OUT/bench.json" \
+  timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench ${BENCH_ARGS:-} "${receipt[@]}" --json "$OUT/bench.json" \
     > "$OUT/bench.log" 2>&1
 fi
 if has tests; then

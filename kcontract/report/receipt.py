@@ -29,7 +29,8 @@ def environment(gpu: bool) -> dict:
 
         props = cupy.cuda.runtime.getDeviceProperties(0)
         env |= {"cupy": cupy.__version__, "gpu": props["name"].decode(), "sm": f"sm_{props['major']}{props['minor']}",
-                "driver": cupy.cuda.runtime.driverGetVersion(), "runtime": cupy.cuda.runtime.runtimeGetVersion()}
+                "driver": cupy.cuda.runtime.driverGetVersion(), "runtime": cupy.cuda.runtime.runtimeGetVersion(),
+                "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))}
     return env
 
 
@@ -80,4 +81,18 @@ def receipt_markdown(receipt: dict) -> str:
             red = [g for g, r in sorted(c.get("gates", {}).items()) if not r["passed"]]
             lines.append(f"| {c['task']['name']} | {' '.join(red) or c['status']} |")
     lines += ["", "```", receipt.get("summary", ""), "```"]
+    bench = receipt.get("bench") or []
+    if bench:
+        ceiling = receipt.get("bench_ceiling", {})
+        lines += ["", f"Speed (GPU microseconds, median of CUDA-event timings with L2 flushed; read ceiling "
+                      f"{ceiling.get('read_gbps', 0):.0f} GB/s, device-to-device copy {ceiling.get('copy_gbps', 0):.0f}"
+                      f" GB/s counted both ways):", "",
+                  "| shape | rows | keys | us | graph us | GB/s | of ceiling | torch us |", "|---|---|---|---|---|---|---|---|"]
+        for r in bench:
+            torch = r["torch_us"] if r.get("torch_us") is not None else r.get("torch", "")
+            lines.append(f"| {r['shape']} | {r['rows']} | {r['keys']} | {r['us']} | {r['graph_us']} | {r['gbps']} | "
+                         f"{100 * r['ratio']:.0f} % | {torch} |")
+    kernels = {(e.get("kernel") or {}).get("toolchain") for e in receipt.get("entries", []) if e.get("kernel")}
+    if kernels:
+        lines += ["", f"Cubins built by: {', '.join(sorted(k for k in kernels if k))}"]
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from kcontract.seeding import stream
 
 FILLERS = 12  # distinct other rows mixed into gate 2's batches
 STRESS_CASE = "merge-stress"
-PARTIALS_THREADS, MERGE_THREADS = 256, 128  # the ABI's block sizes (docs/kernel-contract.md 1)
+PARTIALS_THREADS, MERGE_THREADS = 256, 256  # the ABI's block sizes (docs/kernel-contract.md 1)
 BF16 = 2  # bytes of one cache value
 
 
@@ -63,7 +63,7 @@ class AttentionDecode(Family):
         return []
 
     def launch_shapes(self) -> list[dict]:
-        """The decode ABI's launch geometry: partials blocks of 256 threads, merge blocks of 128."""
+        """The decode ABI's launch geometry: partials and merge blocks of 256 threads."""
         return [{"symbol": "partials", "threads": PARTIALS_THREADS, "dynamic_smem": 0},
                 {"symbol": "merge", "threads": MERGE_THREADS, "dynamic_smem": 0}]
 
