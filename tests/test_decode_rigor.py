@@ -19,6 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcontract.families.attention.bounds import decode_row_range, expected_bounds
+from tools.mma.mma_model import LITERATURE as MMA_H200
+from tools.mma.mma_model import chain as mma_chain
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.weights import score_error
 from kcontract.gates.ranges import RangeTally
@@ -44,7 +46,7 @@ class Order:
     """One fp32 evaluation order of the split-chunk decode."""
 
     chunk: int = 256
-    dot: str = "blas"  # blas | fma (random order over D) | pairwise | adversary (worst-case score errors)
+    dot: str = "blas"  # blas | fma (random order over D) | pairwise | mma (tensor-core k-steps) | adversary
     acc: str = "seq"  # seq | perm | pairwise | blas (chunk sums)
     fma: bool = True  # p*v fused into the running sum, else rounded first
     merge: str = "seq"  # seq | perm | pairwise (sums over chunks)
@@ -54,12 +56,13 @@ class Order:
     prob_round: str = "none"
     div: str = "ieee"  # ieee | rcp_rn
     tile: int = 0  # > 0: online rescaling per tile of this many keys inside a chunk
+    mma: bool = False  # declares tensor-core scores (dot "mma" computes them; "adversary" then uses their bound)
 
     def arithmetic(self) -> Arithmetic:
         """The declared arithmetic this order implements."""
         rescales = -(-self.chunk // self.tile) - 1 if self.tile else 0
         return Arithmetic(chunk=self.chunk, exp=self.exp, prob_round=self.prob_round, div=self.div,
-                          rescales_per_key=rescales)
+                          rescales_per_key=rescales, score="mma_bf16" if self.mma else "fp32")
 
 
 @dataclass
@@ -133,7 +136,9 @@ def scores_fp32(row: Row, order: Order, rng) -> np.ndarray:
     q32, k32 = f32(row.q), f32(row.k)
     if order.dot == "adversary":
         return adversarial_scores(row, order)
-    if order.dot == "blas":
+    if order.dot == "mma":
+        dot = mma_scores(row)
+    elif order.dot == "blas":
         dot = np.stack([k32[:, h // g, :] @ q32[h] for h in range(hq)])
     elif order.dot == "pairwise":
         dot = np.stack([np.sum(k32[:, h // g, :] * q32[h], axis=1) for h in range(hq)])
@@ -146,6 +151,28 @@ def scores_fp32(row: Row, order: Order, rng) -> np.ndarray:
         dot = acc.reshape(hq, n)
     s = f32(dot * np.float32(row.scale))
     return f32(s * L2E) if order.exp == "exp2f" else s
+
+
+def mma_steps(d: int) -> np.ndarray:
+    """[D/16, 16] dims of each tensor-core k-step as the decode kernel groups them (lane t: 8 t + 0..3, 4..7)."""
+    steps = []
+    for pair in range(d // 32):
+        for half in (0, 4):
+            steps.append([32 * pair + 8 * t + half + i for t in range(4) for i in range(4)])
+    return np.array(steps)
+
+
+def mma_scores(row: Row) -> np.ndarray:
+    """[Hq, n] dot products by the H200's tensor-core accumulation (the probe-validated model), step by step."""
+    hq, d = row.q.shape
+    g = hq // row.k.shape[1]
+    idx = mma_steps(d)
+    out = []
+    for h in range(hq):
+        keys = row.k[:, h // g, :][:, idx]  # [n, steps, 16]
+        query = np.broadcast_to(row.q[h][idx], keys.shape)
+        out.append(mma_chain(np.zeros(len(keys), np.float32), query, keys, MMA_H200))
+    return np.stack(out).astype(np.float32)
 
 
 def adversarial_scores(row: Row, order: Order) -> np.ndarray:
@@ -504,6 +531,19 @@ def test_decided_outputs_equal_lo_and_one_ulp_off_fails_the_gate():
         tally = RangeTally(1)
         tally.add(Checked("row", problem, [expected]), {"out": rn_bits(shifted, "bf16")})
         assert tally.result.failures >= int(decided.sum())
+
+
+@pytest.mark.parametrize("d, ratio, n, chunk", [(512, 8, 3000, 256), (256, 3, 1500, 256), (128, 2, 700, 64)])
+def test_tensor_core_scores_stay_inside_the_mma_range(d, ratio, n, chunk):
+    """Scores by the H200's tensor-core model (k-steps of 16, 25 bits kept, truncation) fall inside the mma range."""
+    rng = np.random.default_rng(d + n)
+    tally = Tally()
+    for v_mean, prob in ((0.0, "none"), (1.0, "bf16")):
+        row = draw_row(rng, n, ratio, 1, d, v_mean=v_mean, peaks=3, lift=6.0, chunk=chunk)
+        base = Order(chunk=chunk, prob_round=prob, mma=True)
+        check(row, [replace(base, dot="mma", acc="perm"), replace(base, dot="adversary", push=True)], rng, tally)
+    assert tally.outside == 0, tally.worst
+    assert tally.checked > 0
 
 
 if __name__ == "__main__":

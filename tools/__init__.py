@@ -1,0 +1,1 @@
+"""Tools run outside the package: the GPU machine's run script and the tensor-core probe."""
