@@ -224,3 +224,39 @@ def test_a_malformed_receipt_fails(project):
     (project.parent / "receipts" / "bad.json").write_text('{"sources": 3')
     done = check(project)
     assert done.exit_code == 1 and "receipts/bad.json: not valid JSON" in done.output
+
+
+def test_receipt_check_goes_red_when_the_checker_itself_changes(tmp_path):
+    """A copy of kcontract attests a project; editing its gates/ranges.py makes `receipt check` fail."""
+    import os
+    import subprocess
+    import sys
+
+    shutil.copytree(ROOT / "kcontract", tmp_path / "kcontract", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tests" / "families", tmp_path / "tests" / "families",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "tests" / "__init__.py", tmp_path / "tests")
+    (tmp_path / "kernels").mkdir()
+    shutil.copy(TINY, tmp_path / "kernels" / "tiny.cu")
+    (tmp_path / "contract.yaml").write_text(CONTRACT)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(tmp_path)}
+    make = ("import json; from kcontract.contract.loader import load_contract; "
+            "from kcontract.report.receipt import build_receipt; "
+            "r = build_receipt(load_contract('contract.yaml', import_kernels=False), "
+            "{'summary': 'SUMMARY', 'entries': [], 'controls': []}, seed=9, wall_s=1.0, gpu=False); "
+            "r['device'] = 'gpu'; import pathlib; pathlib.Path('receipts').mkdir(); "
+            "pathlib.Path('receipts/contract-h200.json').write_text(json.dumps(r))")
+    subprocess.run([sys.executable, "-c", make], cwd=tmp_path, env=env, check=True)
+
+    def receipt_check():
+        return subprocess.run([sys.executable, "-m", "kcontract", "receipt", "check", "--contract", "contract.yaml"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    current = receipt_check()
+    assert current.returncode == 0 and "1 receipt current" in current.stdout, current.stdout + current.stderr
+    ranges = tmp_path / "kcontract" / "gates" / "ranges.py"
+    ranges.write_text(ranges.read_text().replace("r.passed = r.failures == 0 and r.checked > 0", "r.passed = True"))
+    stale = receipt_check()
+    assert stale.returncode == 1, stale.stdout + stale.stderr
+    assert "kcontract/gates/ranges.py changed since the receipt" in stale.stdout
+    assert "made by another kcontract" in stale.stdout
