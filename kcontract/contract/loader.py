@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from kcontract.contract.imports import add_import_roots
-from kcontract.contract.kernels import fill_launch, fill_symbols, instance_problem, python_kernel_problem
+from kcontract.contract.kernels import fill_symbols, instance_problem, python_kernel_problem
 from kcontract.contract.loaded import LoadedContract, LoadedControl, LoadedEntry
 from kcontract.contract.model import Contract, Entry, KernelRef
 from kcontract.contract.yaml_lines import join, line_of, load_yaml
@@ -153,10 +153,6 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
         cuda, why = fill_symbols(ref.cuda, family.template_args())
         if why:
             problems.add(parts + ["cuda", "symbols"], why)
-            return None
-        cuda, why = fill_launch(cuda, family.template_args())
-        if why:
-            problems.add(parts + ["cuda", "launch"], why)
             return None
         return ref.model_copy(update={"cuda": cuda})
     if import_kernels:
