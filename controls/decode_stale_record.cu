@@ -1,3 +1,3 @@
-// Gate-5 control: the V prefetch distance was retuned and the launch records were not rewritten.
-#define WD_PV_UNROLL(DT) ((DT) == 2 ? 8 : 4)
+// Gate-5 control: the V pipeline was retuned (three stages) and the launch records were not rewritten.
+#define WD_V_STAGES 3
 #include "../kernels/window_decode.cu"

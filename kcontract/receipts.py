@@ -97,6 +97,9 @@ def _problems(data, base: Path, digest: str, load, loaded) -> list[str]:
             problems.append(f"{source} no longer exists: {fix}")
         elif (now := file_sha256(target)) != sha:
             problems.append(f"{source} changed since the receipt (sha256 {sha[:12]}, now {now[:12]}): {fix}")
+    if data.get("exit_code") != 0:
+        problems.append(f"records a run that did not pass (exit code {data.get('exit_code')}: "
+                        f"{str(data.get('summary', 'no summary'))[:160]}): fix it, then {fix}")
     checker = (data.get("checker") or {}).get("sha256")
     if checker != digest:
         problems.append(f"made by another kcontract (package sha256 {str(checker)[:12]}, now {digest[:12]}): {fix}")

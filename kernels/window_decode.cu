@@ -1,18 +1,19 @@
 // Split-chunk window-attention decode: window_decode_partials computes one (m, l, o) per 256-key chunk at
-// absolute positions; window_decode_merge combines a row's chunks in chunk order. D = head dim (128, 256, 512),
-// G = query heads per key head (1..16). bf16 travels as uint16_t bit patterns.
+// absolute positions; window_decode_merge sums a row's chunks in eight runs, each in chunk order, and adds the
+// runs in warp order. D = head dim (128, 256, 512), G = query heads per key head (1..16). bf16 travels as uint16_t
+// bit patterns.
 //
-// Launch geometry (the decode ABI's): partials<D, G> grid (n_part, kv_heads, B) of 256 threads; merge<D, G> grid
-// (kv_heads * G, B) of 256 threads; no dynamic shared memory.
+// Launch geometry: partials<D, G> grid (n_part, kv_heads, B) of 256 threads with wd::kPartialsSmemBytes<D, G>
+// = 17408 + 160 * D bytes of dynamic shared memory (the contract's launch expression; the kernel traps on less);
+// merge<D, G> grid (kv_heads * G, B) of 256 threads.
 //
-// Static shared memory of partials<D, G>, in bytes (wd::kPartialsSmemBytes<D, G>):
-//   DT = 8 if G <= 4, 4 if G <= 8, else 2         (PV dims per thread)
-//   KG = 256 * DT / D                              (PV key groups)
-//   bytes = max(1024 + 32 * D + 16384, KG > 1 ? KG * G * D * 4 : 0)
-//   layout: [0, 1024)            int  key_row[256]   cache row of each chunk key, -1 where the key is masked
-//           [1024, 1024 + 32*D)  bf16 q_s[16][D]     the block's queries, heads >= G zero
-//           [.., .. + 16384)     fp32 p_s[256][16]   scores, then probabilities
-//           [0, KG * G * D * 4)  fp32 red_s[KG][G][D] per-key-group PV sums; aliases all of the above after PV
+// Partials' shared memory layout, in bytes:
+//   [0, 1024)                   int  key_row[256]        cache row of each chunk key, -1 where the key is masked
+//   [1024, 1024 + 32 D)         bf16 q_s[16][D]          the block's queries, heads >= G zero
+//   [.., .. + 16384)            fp32 p_s[256][16]        scores, then probabilities
+//   [.., .. + 128 D)            bf16 v_s[4][16][D]       V stages in flight (cp.async), 16 keys each
+//   [0, KG * G * D * 4)         fp32 red_s[KG][G][D]     per-key-group PV sums; aliases the above after PV
+// with DT = 8 if G <= 4, 4 if G <= 8, else 2 (PV dims per thread) and KG = 256 * DT / D (PV key groups).
 // The merge's static shared memory: 8 * D * 4 + 64 bytes (each warp's run of chunks, its l and its maximum).
 
 #include <cuda_bf16.h>
@@ -67,9 +68,9 @@
 // WD_EMPTY_CHUNKS (undefined by default): partial slots past a row's count are computed (all keys masked) and
 // written, and the merge reads all n_part slots.
 
-// V prefetch distance of the PV phase in keys, for DT dims per thread (a tuning knob: it changes no rounding).
-#ifndef WD_PV_UNROLL
-#define WD_PV_UNROLL(DT) ((DT) == 2 ? 16 : 4)
+// V stages of 16 keys the PV phase keeps in shared memory (a tuning knob: it changes no rounding).
+#ifndef WD_V_STAGES
+#define WD_V_STAGES 4
 #endif
 
 // Barrier between the score tiles written to shared memory and their use by every warp in the exp phase.
@@ -90,10 +91,10 @@ constexpr int kThreads = 256;                             // partials block: one
 constexpr int kWarps = kThreads / 32;                     // 8 warps
 constexpr int kTileKeys = 16;                             // keys per mma m-tile (m16n8k16)
 constexpr int kTilesPerWarp = kChunk / kTileKeys / kWarps;  // 2: warp w takes m-tiles w and w + 8
-#if __CUDA_ARCH__ >= 1000
-constexpr int kMinBlocks = 1;  // partials blocks per SM the register budget must allow: 128 registers spill here
+#if __CUDA_ARCH__ == 900
+constexpr int kMinBlocks = 2;  // partials blocks per SM the registers must allow: sm_90's shared memory holds two
 #else
-constexpr int kMinBlocks = 2;  // partials blocks per SM the register budget must allow (128 registers a thread)
+constexpr int kMinBlocks = 1;  // elsewhere shared memory (or 128 registers) allows one at head dim 512 anyway
 #endif
 constexpr int kKDepth = 2;                                // K k-pair stages of both m-tiles per lane (2 KiB/warp each)
 constexpr int kHeadSlots = 16;                            // Q staging rows: two n-tiles of 8 heads cover G <= 16
@@ -102,7 +103,9 @@ constexpr int kMergeThreads = 256;                        // merge block
 constexpr int kMergeWarps = kMergeThreads / 32;           // 8 warps, each summing a run of the row's chunks
 constexpr int kKeyRowBytes = kChunk * 4;                  // int key_row[256]
 constexpr int kPBytes = kChunk * kPStride * 4;            // fp32 p_s[256][16]
-constexpr int kSmemLimit = 48 * 1024;                     // the most static shared memory a block may declare
+constexpr int kVStages = WD_V_STAGES;                     // V stages: kVStages - 1 in flight while one is read
+constexpr int kVKeys = 16;                                // chunk keys per V stage
+constexpr int kSmemLimit = 99 * 1024;                     // the opt-in maximum of sm_86, 89, 120 and 121
 
 static_assert(kThreads == kChunk, "setup gives one chunk key to each thread");
 static_assert(kChunk % (kTileKeys * kWarps) == 0, "the chunk's m-tiles must split evenly over the warps");
@@ -121,11 +124,9 @@ constexpr int kKeyGroups = kThreads / (D / kDimsPerThread<G>);
 // Key-group reduction buffer in bytes (none when one group holds the whole chunk).
 template <int D, int G>
 constexpr int kReduceBytes = kKeyGroups<D, G> > 1 ? kKeyGroups<D, G> * G * D * 4 : 0;
-// Shared memory of window_decode_partials<D, G> in bytes (the header comment gives the layout).
+// Dynamic shared memory of window_decode_partials<D, G> in bytes (the header comment gives the layout).
 template <int D, int G>
-constexpr int kPartialsSmemBytes = (kKeyRowBytes + kHeadSlots * D * 2 + kPBytes) > kReduceBytes<D, G>
-                                       ? (kKeyRowBytes + kHeadSlots * D * 2 + kPBytes)
-                                       : kReduceBytes<D, G>;
+constexpr int kPartialsSmemBytes = kKeyRowBytes + kHeadSlots * D * 2 + kPBytes + kVStages * kVKeys * D * 2;
 template <int D, int G>
 struct Traits {
   static_assert(D == 128 || D == 256 || D == 512, "head dim D must be 128, 256 or 512");
@@ -138,7 +139,7 @@ struct Traits {
   static constexpr int kTPG = D / kDT;                    // PV threads per key group
   static constexpr int kKG = kKeyGroups<D, G>;            // PV key groups
   static constexpr int kKPG = kChunk / kKG;               // keys per PV key group
-  static constexpr int kUnroll = WD_PV_UNROLL(kDT);       // PV prefetch distance in keys: 64-128 bytes of V per thread
+  static constexpr int kVPieces = kVKeys * D / 8;         // 16-byte pieces of one V stage
   static constexpr int kMergeLaneDims = D / 32;           // merge dims per lane
   static constexpr int kSmem = kPartialsSmemBytes<D, G>;
 
@@ -149,10 +150,11 @@ struct Traits {
   static_assert(D % kDT == 0, "the PV dims must split evenly over a key group's threads");
   static_assert(kThreads % kTPG == 0, "the block must be a whole number of PV key groups");
   static_assert(kChunk % kKG == 0, "the PV key groups must split the chunk evenly");
-  static_assert(kKPG % kUnroll == 0, "a PV key group must be a whole number of prefetch batches");
+  static_assert(kVKeys % kKG == 0 && kKPG % (kVKeys / kKG) == 0, "V stages must split evenly over the key groups");
+  static_assert(kVPieces % kThreads == 0, "every thread copies the same number of pieces of a V stage");
   static_assert(kDT == 2 || kDT == 4 || kDT == 8, "a V load is 4, 8 or 16 bytes");
   static_assert(D % 128 == 0, "a merge lane reads its dims as float4 pieces 128 apart");
-  static_assert(kSmem <= kSmemLimit, "partials shared memory exceeds what a block may declare statically");
+  static_assert(kSmem <= kSmemLimit, "partials shared memory exceeds what sm_86, 89, 120 and 121 give a block");
   static_assert(kReduceBytes<D, G> <= kSmem, "the key-group reduction buffer must fit the shared memory");
 };
 
@@ -193,37 +195,17 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], unsigned a0, unsigned a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// DT bf16 of V as DT / 2 packed words.
-template <int DT>
-struct VWords {
-  unsigned w[DT / 2];
-};
-
-// Read-only load of DT bf16 (4, 8 or 16 bytes, aligned to their size) when on, else zero; predicated, no branch.
-template <int DT>
-__device__ __forceinline__ VWords<DT> load_v(const unsigned short* p, bool on) {
-  VWords<DT> r;
-  const unsigned pred = on;
-  if constexpr (DT == 8) {
-    asm volatile(
-        "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %5, 0;\n\tmov.u32 %0, 0;\n\tmov.u32 %1, 0;\n\tmov.u32 %2, 0;\n\t"
-        "mov.u32 %3, 0;\n\t@q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
-        : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3])
-        : "l"(p), "r"(pred));
-  } else if constexpr (DT == 4) {
-    asm volatile(
-        "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %3, 0;\n\tmov.u32 %0, 0;\n\tmov.u32 %1, 0;\n\t"
-        "@q ld.global.nc.v2.u32 {%0, %1}, [%2];\n\t}"
-        : "=r"(r.w[0]), "=r"(r.w[1])
-        : "l"(p), "r"(pred));
-  } else {
-    asm volatile(
-        "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\tmov.u32 %0, 0;\n\t@q ld.global.nc.u32 %0, [%1];\n\t}"
-        : "=r"(r.w[0])
-        : "l"(p), "r"(pred));
-  }
-  return r;
+// Asynchronous 16-byte copy global -> shared; src_bytes 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, unsigned src_bytes) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" : : "r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
 }
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" : : : "memory"); }
+
+// Wait until at most N of this thread's copy groups are pending.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" : : "n"(N) : "memory"); }
 
 // -inf as an fp32 bit pattern.
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
@@ -242,11 +224,12 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
                        float* __restrict__ part_o, int win, int ring, int n_part, float scale, int kv_heads) {
   using T = wd::Traits<D, G>;
   constexpr int C = wd::kChunk;
-  __shared__ __align__(16) unsigned char wd_smem[T::kSmem];
+  extern __shared__ __align__(16) unsigned char wd_smem[];
   int* key_row = reinterpret_cast<int*>(wd_smem);
   unsigned short* q_s = reinterpret_cast<unsigned short*>(wd_smem + wd::kKeyRowBytes);
   float* p_s = reinterpret_cast<float*>(wd_smem + wd::kKeyRowBytes + T::kQBytes);
-  float* red_s = reinterpret_cast<float*>(wd_smem);  // aliases key_row, q_s and p_s once PV is done
+  unsigned short* v_s = reinterpret_cast<unsigned short*>(wd_smem + wd::kKeyRowBytes + T::kQBytes + wd::kPBytes);
+  float* red_s = reinterpret_cast<float*>(wd_smem);  // aliases the whole layout once PV is done
 
   const int j = blockIdx.x;  // partial slot of the row
   const int kh = blockIdx.y;  // key head
@@ -255,6 +238,9 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
   const int warp = tid >> 5;
   const int lane = tid & 31;
 
+  unsigned dyn_bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
+  if (dyn_bytes < static_cast<unsigned>(T::kSmem)) __trap();  // launched with less shared memory than the layout
   const wd::Span span = wd::row_span(row_pos[b], win);
   if (!wd::kEmptyChunks && j >= span.count) return;  // block-uniform, before any barrier: the whole block leaves
 
@@ -287,6 +273,31 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
     reinterpret_cast<uint4*>(q_s)[e] = v;
   }
   __syncthreads();
+
+  // V stages (cp.async into shared memory): stage st holds, for each PV key group kg, its chunk keys
+  // kg * KPG + st * TK .. + TK - 1; the first kVStages - 1 stages load while the scores are computed.
+  const int kg_n = WD_KEY_GROUPS(T::kKG, static_cast<int>(gridDim.z));  // block-uniform
+  const int kpg = C / kg_n;            // keys per PV key group
+  const int tk = wd::kVKeys / kg_n;    // keys of each key group in one stage
+  const int v_stages = kpg / tk;       // stages that cover the chunk
+  auto issue_v = [&](int st) {
+    unsigned short* dst = v_s + (st % wd::kVStages) * wd::kVKeys * D;
+#pragma unroll
+    for (int r = 0; r < T::kVPieces / wd::kThreads; ++r) {
+      const int e = tid + wd::kThreads * r;
+      const int k_in = e / (D / 8);  // key within the stage
+      const int piece = e % (D / 8);  // 8 dims
+      const int cr = key_row[(k_in / tk) * kpg + st * tk + k_in % tk];
+      const unsigned short* src = cr >= 0 ? v_cache + head_base + static_cast<long long>(cr) * row_elems + 8 * piece
+                                          : v_cache;  // masked keys: 16 zero bytes, nothing read
+      wd::cp_async16(dst + k_in * D + 8 * piece, src, cr >= 0 ? 16u : 0u);
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < wd::kVStages - 1; ++st) {
+    if (st < v_stages) issue_v(st);
+    wd::cp_async_commit();
+  }
 
   // Scores on tensor cores: warp w takes m-tiles w and w + 8; A = 16 keys x 16 dims of K, B = Q^T (16 dims x 8 heads).
   {
@@ -405,10 +416,9 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
   }
   __syncthreads();  // P and the maxima are written before any thread reads them in PV
 
-  // PV: thread owns DT consecutive dims for all G heads; key group kg sums keys [kg * KPG, (kg + 1) * KPG).
+  // PV from the V stages: thread owns DT consecutive dims for all G heads; key group kg sums keys
+  // [kg * KPG, (kg + 1) * KPG) in key order, TK of them per stage.
   constexpr int DT = T::kDT;
-  constexpr int U = T::kUnroll;
-  const int kg_n = WD_KEY_GROUPS(T::kKG, static_cast<int>(gridDim.z));
   const int kg = tid / T::kTPG;
   const int d0 = (tid % T::kTPG) * DT;
   float acc[G][DT];
@@ -417,24 +427,15 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
 #pragma unroll
     for (int d = 0; d < DT; ++d) acc[g][d] = 0.0f;
   }
-  if (kg < kg_n) {
-    const int kpg = C / kg_n;
-    const int k_begin = kg * kpg;
-    const int k_end = k_begin + kpg;
-    const unsigned short* v_lane = v_cache + head_base + d0;
-    wd::VWords<DT> v[U];  // V ring: slot u holds key k0 + u, then is refilled with key k0 + U + u
-    // V of the key in cache row r (masked keys, r < 0: zero, not loaded).
-    auto load_key = [&](int r) {
-      return wd::load_v<DT>(v_lane + static_cast<long long>(r) * row_elems, r >= 0);
-    };
-#pragma unroll
-    for (int u = 0; u < U; ++u) v[u] = load_key(key_row[k_begin + u]);
-#pragma unroll 1
-    for (int k0 = k_begin; k0 < k_end; k0 += U) {
-      const bool more = k0 + U < k_end;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const float* p_row = p_s + (k0 + u) * wd::kPStride;  // p of key k0 + u for every head
+  for (int st = 0; st < v_stages; ++st) {
+    wd::cp_async_wait<wd::kVStages - 2>();  // this thread's copies of stage st have landed
+    __syncthreads();                         // everyone's have, and stage st - 1 is read by all
+    if (st + wd::kVStages - 1 < v_stages) issue_v(st + wd::kVStages - 1);
+    wd::cp_async_commit();
+    if (kg < kg_n) {
+      const unsigned short* v_stage = v_s + (st % wd::kVStages) * wd::kVKeys * D + kg * tk * D + d0;
+      for (int i = 0; i < tk; ++i) {
+        const float* p_row = p_s + (kg * kpg + st * tk + i) * wd::kPStride;  // p of the key for every head
         float p[G];
         if constexpr (G == 1) {
           p[0] = p_row[0];
@@ -444,19 +445,29 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
           p[1] = p2.y;
         } else {
 #pragma unroll
-          for (int i = 0; i < G; i += 4) {
-            const float4 p4 = *reinterpret_cast<const float4*>(p_row + i);
-            p[i] = p4.x;
-            if (i + 1 < G) p[i + 1] = p4.y;
-            if (i + 2 < G) p[i + 2] = p4.z;
-            if (i + 3 < G) p[i + 3] = p4.w;
+          for (int g4 = 0; g4 < G; g4 += 4) {
+            const float4 p4 = *reinterpret_cast<const float4*>(p_row + g4);
+            p[g4] = p4.x;
+            if (g4 + 1 < G) p[g4 + 1] = p4.y;
+            if (g4 + 2 < G) p[g4 + 2] = p4.z;
+            if (g4 + 3 < G) p[g4 + 3] = p4.w;
           }
+        }
+        unsigned w[DT / 2];  // DT bf16 of V, packed in pairs
+        if constexpr (DT == 8) {
+          const uint4 x = *reinterpret_cast<const uint4*>(v_stage + i * D);
+          w[0] = x.x, w[1] = x.y, w[2] = x.z, w[3] = x.w;
+        } else if constexpr (DT == 4) {
+          const uint2 x = *reinterpret_cast<const uint2*>(v_stage + i * D);
+          w[0] = x.x, w[1] = x.y;
+        } else {
+          w[0] = *reinterpret_cast<const unsigned*>(v_stage + i * D);
         }
         float vf[DT];
 #pragma unroll
-        for (int w = 0; w < DT / 2; ++w) {
-          vf[2 * w] = wd::bf16_lo(v[u].w[w]);
-          vf[2 * w + 1] = wd::bf16_hi(v[u].w[w]);
+        for (int k = 0; k < DT / 2; ++k) {
+          vf[2 * k] = wd::bf16_lo(w[k]);
+          vf[2 * k + 1] = wd::bf16_hi(w[k]);
         }
 #pragma unroll
         for (int g = 0; g < G; ++g) {
@@ -465,10 +476,10 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
             acc[g][d] = wd::acc_round(fmaf(p[g], vf[d], acc[g][d]));  // rounding: one fma per key, key order
           }
         }
-        v[u] = load_key(more ? key_row[k0 + U + u] : -1);  // prefetch: U keys stay in flight
       }
     }
   }
+  wd::cp_async_wait<0>();  // nothing is in flight when red_s reuses the layout
 
   // o: the key groups' sums added in group order 0, 1, ..., kg_n - 1 (kg_n == 1: written from registers).
   if (kg_n == 1) {  // block-uniform

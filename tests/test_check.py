@@ -141,7 +141,8 @@ def test_a_warm_cache_needs_no_toolchain(project, monkeypatch):
 def gpu_receipt(contract: Path) -> dict:
     """A receipt of the contract as a GPU run would write it (no GPU needed to build one)."""
     receipt = build_receipt(load_contract(str(contract), import_kernels=False), {"summary": "SUMMARY ...",
-                                                                                "entries": [], "controls": []},
+                                                                                "exit_code": 0, "entries": [],
+                                                                                "controls": []},
                             seed=9, wall_s=1.0, gpu=False)
     receipt["device"] = "gpu"
     return receipt
@@ -191,6 +192,8 @@ def test_a_receipt_is_stale_when_the_checker_changes(project, monkeypatch):
     (lambda r: r["covers"].update(partial=True), "(a partial run)"),
     (lambda r: r.update(device="cpu"), "ran on cpu, and contract.yaml has CUDA kernels"),
     (lambda r: r.update(kind="other"), "not a kcontract receipt"),
+    (lambda r: r.update(exit_code=1, summary="SUMMARY 1 kernels: 0 pass"), "exit code 1: SUMMARY 1 kernels: 0 pass"),
+    (lambda r: r.pop("exit_code"), "records a run that did not pass (exit code None"),
 ])
 def test_invalid_receipts_fail(project, change, why):
     receipt = gpu_receipt(project)
@@ -243,7 +246,8 @@ def test_receipt_check_goes_red_when_the_checker_itself_changes(tmp_path):
     make = ("import json; from kcontract.contract.loader import load_contract; "
             "from kcontract.report.receipt import build_receipt; "
             "r = build_receipt(load_contract('contract.yaml', import_kernels=False), "
-            "{'summary': 'SUMMARY', 'entries': [], 'controls': []}, seed=9, wall_s=1.0, gpu=False); "
+            "{'summary': 'SUMMARY', 'exit_code': 0, 'entries': [], 'controls': []}, seed=9, wall_s=1.0, "
+            "gpu=False); "
             "r['device'] = 'gpu'; import pathlib; pathlib.Path('receipts').mkdir(); "
             "pathlib.Path('receipts/contract-h200.json').write_text(json.dumps(r))")
     subprocess.run([sys.executable, "-c", make], cwd=tmp_path, env=env, check=True)

@@ -5,6 +5,7 @@ Each check returns a problem in words (expected, given) or None; the loader loca
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import string
@@ -25,6 +26,51 @@ def fill_symbols(kernel: CudaKernel, args: dict[str, object]) -> tuple[CudaKerne
                           f"(template arguments: {given})")
         filled[role] = expression.format_map(args)
     return kernel.model_copy(update={"symbols": filled}), None
+
+
+def fill_launch(kernel: CudaKernel, args: dict[str, object]) -> tuple[CudaKernel | None, str | None]:
+    """The kernel with every `launch` expression evaluated over the template arguments, checked for range."""
+    shapes = {}
+    for role, shape in kernel.launch.items():
+        values = {}
+        for field, low, high in (("threads", 1, 1024), ("dynamic_smem", 0, 1 << 20)):
+            value, why = _integer(getattr(shape, field), args)
+            if why:
+                return None, f"launch `{role}` {field}: {why}"
+            if not low <= value <= high:
+                return None, f"launch `{role}` {field} between {low} and {high}, given: {value}"
+            values[field] = value
+        shapes[role] = shape.model_copy(update=values)
+    return kernel.model_copy(update={"launch": shapes}), None
+
+
+_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.FloorDiv: lambda a, b: a // b}
+
+
+def _integer(value: int | str, args: dict[str, object]) -> tuple[int, str | None]:
+    """An integer, or an expression of + - * // over integers and {placeholders}; (value, why not)."""
+    if isinstance(value, int):
+        return value, None
+    names = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+    unknown = [n for n in names if n not in args]
+    if unknown:
+        return 0, f"names {{{unknown[0]}}}, which the family does not give (it gives: {', '.join(sorted(args))})"
+    text = value.format_map(args)
+
+    def evaluate(node) -> int:
+        if isinstance(node, ast.Expression):
+            return evaluate(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](evaluate(node.left), evaluate(node.right))
+        raise ValueError(text)
+
+    try:
+        return evaluate(ast.parse(text, mode="eval")), None
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        return 0, f"an integer or an expression of + - * // over integers and {{placeholders}}, given: {value!r}"
 
 
 def instance_problem(kernel: CudaKernel, traits: dict[str, object]) -> str | None:

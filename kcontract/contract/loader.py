@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from kcontract.contract.imports import add_import_roots
-from kcontract.contract.kernels import fill_symbols, instance_problem, python_kernel_problem
+from kcontract.contract.kernels import fill_launch, fill_symbols, instance_problem, python_kernel_problem
 from kcontract.contract.loaded import LoadedContract, LoadedControl, LoadedEntry
 from kcontract.contract.model import Contract, Entry, KernelRef
 from kcontract.contract.yaml_lines import join, line_of, load_yaml
@@ -154,6 +154,10 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
         if why:
             problems.add(parts + ["cuda", "symbols"], why)
             return None
+        cuda, why = fill_launch(cuda, family.template_args())
+        if why:
+            problems.add(parts + ["cuda", "launch"], why)
+            return None
         return ref.model_copy(update={"cuda": cuda})
     if import_kernels:
         why = python_kernel_problem(ref, type(family).abi)
@@ -240,6 +244,9 @@ def _controls(problems: _Problems, model: Contract, entries: list[LoadedEntry], 
         kernel = _kernel(problems, model, control.kernel, entry.family, base, import_kernels)
         if kernel is None:
             continue
+        if kernel.cuda is not None and not kernel.cuda.launch and entry.kernel.cuda is not None:
+            # a control stands in for its entry's kernel: it is launched the same way unless it says otherwise
+            kernel = kernel.model_copy(update={"cuda": kernel.cuda.model_copy(update={"launch": entry.kernel.cuda.launch})})
         if control.gate == 5 and kernel.cuda is None:
             problems.add(base + ["gate"], "a gate-5 control with a CUDA kernel", _show(control.gate))
             continue

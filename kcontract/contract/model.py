@@ -18,10 +18,13 @@ class Strict(BaseModel):
 
 
 class LaunchShape(Strict):
-    """How one symbol is launched: threads per block and dynamic shared memory in bytes."""
+    """How one symbol is launched: threads per block and dynamic shared memory in bytes.
 
-    threads: int = Field(gt=0, le=1024)
-    dynamic_smem: int = Field(default=0, ge=0, le=1 << 20)
+    Either may be an integer expression of the family's template arguments: "17408 + 160 * {head_dim}".
+    """
+
+    threads: int | str = 256
+    dynamic_smem: int | str = 0
 
 
 class CudaKernel(Strict):

@@ -29,7 +29,7 @@ BF16 = 2  # bytes of one cache value
 
 @register
 class AttentionDecode(Family):
-    """Split-chunk decode: partials per chunk at absolute positions, merged in chunk order."""
+    """Split-chunk decode: partials per chunk at absolute positions, merged in eight chunk-order runs added in order."""
 
     name = "attention.decode"
     Spec = DecodeSpec
