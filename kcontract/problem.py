@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -49,13 +49,29 @@ class Expected:
 
 
 @dataclass
+class Reference:
+    """What a checked problem's outputs must satisfy, and facts about it for the report."""
+
+    expected: list[Expected]
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Checked:
-    """A problem and what its output must satisfy; the unit of the range gates (1, 3, 4)."""
+    """A problem and what its output must satisfy; the unit of the range gates (1, 3, 4).
+
+    `reference` is a Reference or the function that computes it: the gate asks for it after the launch,
+    through the reference cache, so a warm run never recomputes it.
+    """
 
     case: str
     problem: Problem
-    expected: list[Expected]
-    notes: dict[str, Any] = field(default_factory=dict)  # family facts for the report
+    reference: Reference | Callable[[], Reference]
+    notes: dict[str, Any] = field(default_factory=dict)  # facts about the inputs for the report
+
+    def compute_reference(self) -> Reference:
+        """The reference, computed now if it is a function."""
+        return self.reference if isinstance(self.reference, Reference) else self.reference()
 
 
 @dataclass

@@ -25,7 +25,7 @@ from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.weights import score_error
 from kcontract.gates.ranges import RangeTally
 from kcontract.numerics import next_down, next_up, rn_bits, round_to, ulp_of
-from kcontract.problem import Checked, Expected, OutputSpec, Problem
+from kcontract.problem import Checked, Expected, OutputSpec, Problem, Reference
 
 L2E = np.float32(np.log2(np.e))
 CELL = 1 << 23  # elements per temporary in the chunked sums
@@ -529,7 +529,8 @@ def test_decided_outputs_equal_lo_and_one_ulp_off_fails_the_gate():
     problem = Problem("row", {}, {"out": OutputSpec(lo.shape, "bf16")}, {})
     for shifted in (next_up(out, "bf16"), next_down(out, "bf16")):
         tally = RangeTally(1)
-        tally.add(Checked("row", problem, [expected]), {"out": rn_bits(shifted, "bf16")})
+        reference = Reference([expected])
+        tally.add(Checked("row", problem, reference), reference, {"out": rn_bits(shifted, "bf16")})
         assert tally.result.failures >= int(decided.sum())
 
 

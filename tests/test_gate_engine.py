@@ -12,7 +12,7 @@ from kcontract.gates import invariance
 from kcontract.gates.context import GateContext
 from kcontract.gates.ranges import RangeTally
 from kcontract.numerics import rn_bits, round_to
-from kcontract.problem import Checked, Expected, InvarianceSet, OutputSpec, Problem, Variant
+from kcontract.problem import Checked, Expected, InvarianceSet, OutputSpec, Problem, Reference, Variant
 
 
 class FakeFamily:
@@ -31,12 +31,14 @@ def ctx(launcher=None, family=None) -> GateContext:
 def checked(lo, hi) -> Checked:
     lo, hi = round_to(np.asarray(lo, float), "bf16"), round_to(np.asarray(hi, float), "bf16")
     problem = Problem("p", {}, {"out": OutputSpec(lo.shape, "bf16")}, {})
-    return Checked("c", problem, [Expected("out", "bf16", lo, hi, np.where(lo == hi, lo, 0.0), ("row", "dim"))])
+    expected = Expected("out", "bf16", lo, hi, np.where(lo == hi, lo, 0.0), ("row", "dim"))
+    return Checked("c", problem, Reference([expected]))
 
 
 def tally(lo, hi, got_values) -> RangeTally:
     t = RangeTally(1)
-    t.add(checked(lo, hi), {"out": rn_bits(np.asarray(got_values, float), "bf16")})
+    c = checked(lo, hi)
+    t.add(c, c.compute_reference(), {"out": rn_bits(np.asarray(got_values, float), "bf16")})
     t.finish(ctx())
     return t
 

@@ -15,7 +15,7 @@ from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
 from kcontract.report.progress import RunProgress
 from kcontract.report.receipt import build_receipt
-from kcontract.report.tables import control_table, entry_table, print_failures
+from kcontract.report.tables import control_table, entry_table, print_failures, profile_table
 from kcontract.runner.plan import Selection, plan_tasks
 from kcontract.runner.session import auto_jobs, run_contract, work_units
 
@@ -36,10 +36,12 @@ NEEDS_DEVICE = (1, 2, 3, 4)  # gates that launch kernels; gate 5 compiles and co
 @click.option("--junit", "junit_path", help="Write JUnit XML for CI dashboards.")
 @click.option("--receipt", "receipt_path",
               help="Write a receipt of the whole contract (commit it under receipts/).")
+@click.option("--no-cache", is_flag=True, help="Compute every float64 reference afresh (a cold run).")
+@click.option("--profile", is_flag=True, help="Print seconds per stage and peak memory of every gate.")
 @click.option("--verbose", "-v", is_flag=True, help="Tracebacks of failing kernels and every control's evidence.")
 @user_errors
 def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
-                receipt_path, verbose) -> None:
+                receipt_path, no_cache, profile, verbose) -> None:
     """Run the contract: each entry's gates, each control at its gate, and print the SUMMARY line."""
     started = time.monotonic()
     loaded = load_contract(contract_path)
@@ -48,7 +50,7 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     if receipt_path and selection.partial:
         raise UsageError("--receipt attests the whole contract: drop --only, --control, --gate, --case and "
                          "--no-controls")
-    tasks = plan_tasks(loaded, contract_path, selection)
+    tasks = plan_tasks(loaded, contract_path, selection, cache=not no_cache)
     kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
     on_gpu = sorted({t.name for t in tasks if kernels[t.name].launcher() != "python"
                      and any(g in NEEDS_DEVICE for g in t.gates)})
@@ -63,6 +65,8 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
             out.print(entry_table(result.entries))
         if result.controls:
             out.print(control_table(result.controls, result.planted))
+    if profile:
+        out.print(profile_table(result.entries + result.controls))
     print_failures(err, result.entries, verbose=verbose)
     print_failures(err, result.controls, planted=result.planted, verbose=verbose)
     for note in summary.notes:

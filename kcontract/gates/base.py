@@ -33,6 +33,7 @@ class GateResult:
     message: str = ""  # one line: what went wrong, or a fact worth printing
     facts: dict[str, Any] = field(default_factory=dict)  # per-gate extras (decided %, miss factors)
     seconds: float = 0.0  # wall time of the gate, inputs and references included
+    profile: dict[str, Any] = field(default_factory=dict)  # seconds per stage, peak memory, cache use
 
     @property
     def status(self) -> str:

@@ -10,6 +10,7 @@ from kcontract.contract.loaded import LoadedContract, LoadedEntry
 from kcontract.contract.model import KernelRef
 from kcontract.families.base import Family
 from kcontract.launch.base import Launcher
+from kcontract.refcache import ReferenceCache
 
 
 @dataclass
@@ -26,6 +27,7 @@ class GateContext:
     control: str | None = None  # the control standing in for the entry's kernel, if any
     make_launcher: Callable[[], Launcher] | None = None
     progress: Callable[[int, str], None] = lambda gate, case: None  # called after each case of a gate
+    references: ReferenceCache = field(default_factory=lambda: ReferenceCache(None, enabled=False))
     _launcher: Launcher | None = field(default=None, repr=False)
 
     @property

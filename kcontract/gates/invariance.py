@@ -13,6 +13,7 @@ from kcontract.gates.base import GateResult, Offender
 from kcontract.gates.context import GateContext
 from kcontract.gates.ranges import as_bits
 from kcontract.problem import InvarianceSet
+from kcontract.profiling import stage, timed
 
 NUMBER = 2
 TITLE = "order independence"
@@ -26,7 +27,7 @@ def run(ctx: GateContext) -> GateResult:
     result = GateResult(gate=NUMBER, passed=True)
     variants_run = 0
     for case in ctx.cases(NUMBER):
-        for inv in ctx.family.invariance(case):
+        for inv in timed(lambda: ctx.family.invariance(case), "inputs"):
             variants_run += _check_set(ctx, inv, result)
         ctx.progress(NUMBER, case)
     result.facts["variants"] = variants_run
@@ -42,7 +43,8 @@ def run(ctx: GateContext) -> GateResult:
 
 def _check_set(ctx: GateContext, inv: InvarianceSet, result: GateResult) -> int:
     """Run the base and each variant; tally compared outputs into result; return the variants run."""
-    base = ctx.launcher.run(inv.base)
+    with stage("launch"):
+        base = ctx.launcher.run(inv.base)
     nan = {name: _nan_mask(base[name], inv.base.outputs[name].fmt) for name in inv.outputs}
     for name, mask in nan.items():
         if mask.any() and result.worst is None:
@@ -50,28 +52,36 @@ def _check_set(ctx: GateContext, inv: InvarianceSet, result: GateResult) -> int:
             result.worst = Offender(inv.case, _coords(inv.axes, idx), "NaN or unwritten", "a finite value",
                                     f"{int(mask.sum())} outputs NaN in the base run {inv.base.label}")
     count = 0
-    for variant in inv.variants:
+    for variant in timed(lambda: inv.variants, "inputs"):
         count += 1
-        if variant.concurrent_with is not None:
-            got = ctx.launcher.run_concurrent([variant.problem, variant.concurrent_with])[0]
-        else:
-            got = ctx.launcher.run(variant.problem)
-        for name in inv.outputs:
-            fmt = inv.base.outputs[name].fmt
-            want, have = as_bits(base[name], fmt), as_bits(got[name], fmt)
-            for b, vb in variant.row_map.items():
-                bad = (want[b] != have[vb]) | nan[name][b]
-                result.checked += bad.size
-                result.bit_equal += int((~bad).sum())
-                result.failures += int(bad.sum())
-                changed = want[b] != have[vb]
-                if changed.any() and (result.worst is None or result.worst.got == "NaN or unwritten"):
-                    idx = (b,) + np.unravel_index(int(np.argmax(changed)), changed.shape)
-                    result.worst = Offender(
-                        inv.case, _coords(inv.axes, idx), f"0x{int(have[vb][idx[1:]]):04x} in {variant.label}",
-                        f"0x{int(want[idx]):04x} in {inv.base.label}",
-                        f"{int(changed.sum())} of {changed.size} outputs of this row differ (row at index {vb})")
+        with stage("launch"):
+            if variant.concurrent_with is not None:
+                got = ctx.launcher.run_concurrent([variant.problem, variant.concurrent_with])[0]
+            else:
+                got = ctx.launcher.run(variant.problem)
+        with stage("compare"):
+            _compare(inv, variant, base, got, nan, result)
+        del variant, got  # one variant's buffers at a time
     return count
+
+
+def _compare(inv: InvarianceSet, variant, base: dict, got: dict, nan: dict, result: GateResult) -> None:
+    """Tally one variant's mapped rows against the base run."""
+    for name in inv.outputs:
+        fmt = inv.base.outputs[name].fmt
+        want, have = as_bits(base[name], fmt), as_bits(got[name], fmt)
+        for b, vb in variant.row_map.items():
+            bad = (want[b] != have[vb]) | nan[name][b]
+            result.checked += bad.size
+            result.bit_equal += int((~bad).sum())
+            result.failures += int(bad.sum())
+            changed = want[b] != have[vb]
+            if changed.any() and (result.worst is None or result.worst.got == "NaN or unwritten"):
+                idx = (b,) + np.unravel_index(int(np.argmax(changed)), changed.shape)
+                result.worst = Offender(
+                    inv.case, _coords(inv.axes, idx), f"0x{int(have[vb][idx[1:]]):04x} in {variant.label}",
+                    f"0x{int(want[idx]):04x} in {inv.base.label}",
+                    f"{int(changed.sum())} of {changed.size} outputs of this row differ (row at index {vb})")
 
 
 def _nan_mask(raw: np.ndarray, fmt: str) -> np.ndarray:

@@ -11,7 +11,8 @@ import numpy as np
 from kcontract.gates.base import GateResult, Offender
 from kcontract.gates.context import GateContext
 from kcontract.numerics import from_bits, ordered, to_bits
-from kcontract.problem import Checked, Expected
+from kcontract.problem import Checked, Expected, Reference
+from kcontract.profiling import stage, timed
 
 
 def as_values(raw: np.ndarray, fmt: str) -> np.ndarray:
@@ -38,11 +39,11 @@ class RangeTally:
         self._worst_score = -1.0
         self.facts: dict[str, list] = {}
 
-    def add(self, checked: Checked, outputs: dict[str, np.ndarray]) -> None:
+    def add(self, checked: Checked, reference: Reference, outputs: dict[str, np.ndarray]) -> None:
         """Check every expected output of one run."""
-        for exp in checked.expected:
+        for exp in reference.expected:
             self._check(checked.case, exp, outputs[exp.output])
-        for key, value in checked.notes.items():
+        for key, value in (checked.notes | reference.notes).items():
             self.facts.setdefault(key, []).append(value)
 
     def _check(self, case: str, exp: Expected, raw: np.ndarray) -> None:
@@ -102,10 +103,15 @@ class RangeTally:
 
 
 def range_gate(gate: int, ctx: GateContext) -> GateResult:
-    """Run every checked problem of each of the gate's cases through the launcher and tally its ranges."""
+    """Launch every checked problem of each of the gate's cases, then tally it against its (cached) reference."""
     tally = RangeTally(gate)
     for case in ctx.cases(gate):
-        for checked in ctx.family.checks(gate, case):
-            tally.add(checked, ctx.launcher.run(checked.problem))
+        for checked in timed(lambda: ctx.family.checks(gate, case), "inputs"):
+            with stage("launch"):
+                outputs = ctx.launcher.run(checked.problem)
+            with stage("reference"):
+                reference = ctx.references.reference(ctx.family, gate, checked)
+            with stage("compare"):
+                tally.add(checked, reference, outputs)
         ctx.progress(gate, case)
     return tally.finish(ctx)

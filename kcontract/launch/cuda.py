@@ -18,6 +18,7 @@ from kcontract.errors import EnvironmentProblem
 from kcontract.launch.base import KernelFailure
 from kcontract.numerics import poison_bits
 from kcontract.problem import KernelLaunch, Problem
+from kcontract.profiling import note_gpu_bytes
 from kcontract.records.attributes import compare_loaded_attributes, record_row
 from kcontract.records.records import records_root
 from kcontract.records.shapes import launch_shapes
@@ -115,6 +116,7 @@ class CudaLauncher:
                 calls.append((stream, outputs))
             for stream, _ in calls:
                 stream.synchronize()
+            note_gpu_bytes(cp.get_default_memory_pool().total_bytes())
             return [{name: out.get() for name, out in outputs.items()} for _, outputs in calls]
         except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as error:
             text = str(error)
@@ -174,6 +176,7 @@ class DeviceLauncher:
             results.append((stream, outputs))
         for stream, _ in results:
             stream.synchronize()
+        note_gpu_bytes(cp.get_default_memory_pool().total_bytes())
         return [{name: out.get() for name, out in outputs.items()} for _, outputs in results]
 
     def close(self) -> None:

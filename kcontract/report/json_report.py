@@ -31,9 +31,23 @@ def run_document(entries: list[Outcome], controls: list[Outcome], summary: Summa
         "exit_code": int(summary.exit_code),
         "counts": _plain(summary),
         "planted": dict(planted),
+        "references": reference_counts(entries + controls),
         "entries": [_plain(o) for o in entries],
         "controls": [_plain(o) for o in controls],
     }
+
+
+def reference_counts(outcomes: list[Outcome]) -> dict:
+    """The run's references: how many came from the cache, were computed or rebuilt; 'warm' when all cached."""
+    counts = {"hit": 0, "miss": 0, "rebuilt": 0, "off": 0}
+    for o in outcomes:
+        for r in o.gates.values():
+            for key, n in r.profile.get("references", {}).items():
+                counts[key] = counts.get(key, 0) + n
+    used = counts["hit"] + counts["miss"] + counts["rebuilt"]
+    counts["cache"] = ("off" if counts["off"] and not used else "warm" if used and counts["hit"] == used
+                       else "cold" if used and not counts["hit"] else "mixed" if used else "none")
+    return counts
 
 
 def write_json(path: str, document: dict) -> None:

@@ -5,6 +5,7 @@ Tables fold long cells onto more lines instead of cutting them, so no name or nu
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -35,6 +36,30 @@ def entry_table(outcomes: list[Outcome]) -> Table:
             table.add_row(Text(o.task.name), f"{gate} {GATES[gate].TITLE}", verdict, str(r.checked), decided,
                           str(r.failures), f"{r.seconds:.1f}")
     return table
+
+
+def profile_table(outcomes: list[Outcome]) -> Table:
+    """Per task and gate: seconds by stage, peak host and GPU memory, references from the cache."""
+    cols = ("task", "gate", "in", "ref", "run", "cmp", "other", "host", "GPU", "refs")
+    table = _table("profile: seconds making inputs, references, running, comparing; peak MB", cols, cols[1:9])
+    table.box, table.padding, table.pad_edge = box.SIMPLE_HEAD, (0, 1), False
+    table.columns[0].min_width = 18
+    for o in outcomes:
+        for gate, r in sorted(o.gates.items()):
+            p = r.profile
+            if not p:
+                continue
+            table.add_row(Text(o.task.name), str(gate), *(f"{p[f'{s}_s']:.1f}" for s in
+                                                          ("inputs", "reference", "launch", "compare", "other")),
+                          f"{p['peak_host_mb']:.0f}", f"{p['peak_gpu_mb']:.0f}", reference_use(p["references"]))
+    return table
+
+
+def reference_use(counts: dict[str, int]) -> str:
+    """'3 hit', '2 new', '1 hit 1 new', 'off' or '' from a gate's reference-cache counts (new: computed now)."""
+    words = [f"{counts[k]} {w}" for k, w in (("hit", "hit"), ("miss", "new"), ("rebuilt", "rebuilt"))
+             if counts.get(k)]
+    return " ".join(words) or ("off" if counts.get("off") else "")
 
 
 def control_table(outcomes: list[Outcome], planted: dict[str, int]) -> Table:

@@ -12,6 +12,8 @@ from kcontract.gates import GATES
 from kcontract.gates.context import GateContext
 from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
+from kcontract.profiling import host_peak_bytes, measuring
+from kcontract.refcache import ReferenceCache, reference_root
 from kcontract.runner.outcome import Outcome, Progress, Task
 
 _CONTRACTS: dict[str, object] = {}
@@ -30,12 +32,15 @@ def execute(task: Task, report: Callable[[Progress], None] = lambda p: None) -> 
         ctx = GateContext(loaded, entry, family, kernel, task.seed, task.contract_path, task.case,
                           control=task.name if task.kind == "control" else None,
                           make_launcher=lambda: launcher_for(kernel, loaded, entry),
-                          progress=lambda gate, case: report(Progress(task, gate, case)))
+                          progress=lambda gate, case: report(Progress(task, gate, case)),
+                          references=ReferenceCache(reference_root(task.contract_path), enabled=task.cache))
         try:
             for gate in task.gates:
                 began = time.perf_counter()
-                result = GATES[gate].run(ctx)
+                with measuring() as clock:
+                    result = GATES[gate].run(ctx)
                 result.seconds = time.perf_counter() - began
+                result.profile = clock.summary(result.seconds, host_peak_bytes())
                 outcome.gates[gate] = result
                 report(Progress(task, gate, None, result))
         finally:

@@ -19,6 +19,7 @@ class Task:
     seed: int
     case: str | None = None
     timeout: float = 300.0
+    cache: bool = True  # take references from the on-disk cache (False: `--no-cache`)
 
 
 @dataclass

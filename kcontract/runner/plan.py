@@ -28,7 +28,7 @@ class Selection:
                     self.no_controls)
 
 
-def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection) -> list[Task]:
+def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache: bool = True) -> list[Task]:
     """Entry tasks, then control tasks (each runs the gate it is planted at); options that match nothing fail."""
     seed = loaded.seed if sel.seed is None else sel.seed
     names = [e.name for e in loaded.entries]
@@ -54,10 +54,10 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection) -> li
             gates = [g for g in gates if sel.case in entry.family.cases(g)]
         return gates
 
-    tasks = [Task("entry", e.name, e.name, contract_path, gates_for(e.name), seed, sel.case, e.timeout)
+    tasks = [Task("entry", e.name, e.name, contract_path, gates_for(e.name), seed, sel.case, e.timeout, cache)
              for e in entries]
     tasks += [Task("control", c.name, c.entry, contract_path, gates_for(c.entry, c.gate), seed, sel.case,
-                   c.timeout or loaded.entry(c.entry).timeout) for c in controls]
+                   c.timeout or loaded.entry(c.entry).timeout, cache) for c in controls]
     _refuse_empty(loaded, tasks, sel)
     return [t for t in tasks if t.gates]
 

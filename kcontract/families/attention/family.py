@@ -18,7 +18,7 @@ from kcontract.families.attention.stress import stress_positions, stress_row, st
 from kcontract.families.attention.variants import VariantPlan, factor_for, plan_variants
 from kcontract.families.attention.window import Window
 from kcontract.families.base import Family, register
-from kcontract.problem import Checked, Expected, InvarianceSet
+from kcontract.problem import Checked, Expected, InvarianceSet, Reference
 from kcontract.seeding import stream
 
 FILLERS = 12  # distinct other rows mixed into gate 2's batches
@@ -126,7 +126,7 @@ class AttentionDecode(Family):
         rows = list(self._rows(case))
         window = self.window_of(self._case(case))
         problem = self._build(case, rows, window, slots=self._slots(case, len(rows)))
-        return [Checked(case, problem, [expected_outputs(rows, self.spec.arithmetic, self.scale)],
+        return [Checked(case, problem, lambda: Reference([expected_outputs(rows, self.spec.arithmetic, self.scale)]),
                         notes={"keys": [r.pos - r.first + 1 for r in rows]})]
 
     def invariance(self, case: str) -> list[InvarianceSet]:
@@ -168,7 +168,7 @@ class AttentionDecode(Family):
         rows = [stress_row(rng, self.spec.shape, self.spec.values, window, pos, a.chunk, stress.gap_nats, self.scale)
                 for pos in stress_positions(stress, a.chunk)]
         problem = self._build(STRESS_CASE, rows, window)
-        return [Checked(STRESS_CASE, problem, [expected_outputs(rows, a, self.scale)])]
+        return [Checked(STRESS_CASE, problem, lambda: Reference([expected_outputs(rows, a, self.scale)]))]
 
     def mirror(self, kind: str, layout: str) -> Checked:
         """Mirror A (q = 0) or B (hard selection) over one cache layout."""
@@ -219,14 +219,18 @@ class AttentionDecode(Family):
     def _mirror_checked(self, label: str, rows: list[RowData], window: Window, miss: bool = False) -> Checked:
         """The mirror call with its exact expectation (only the division and output rounding round)."""
         a = self.spec.arithmetic
-        lo, hi, center = [], [], []
-        for row in rows:
-            num, den = mirrors.mirror_sums(row, self.spec.shape)
-            r_lo, r_hi, exact = exact_quotient_bounds(num, np.broadcast_to(den, num.shape), a.div, a.out)
-            lo.append(r_lo), hi.append(r_hi), center.append(exact)
-        expected = Expected("out", a.out, np.stack(lo), np.stack(hi), np.stack(center), AXES)
-        notes = {"rows": [r.tag for r in rows]}
-        if miss:
-            notes["bf16_accumulation_miss_ulps"] = mirrors.bf16_accumulation_miss(rows[0], self.spec.shape, a,
-                                                                                  np.stack(lo)[0])
-        return Checked(label, self._build(label, rows, window), [expected], notes=notes)
+
+        def reference() -> Reference:
+            lo, hi, center = [], [], []
+            for row in rows:
+                num, den = mirrors.mirror_sums(row, self.spec.shape)
+                r_lo, r_hi, exact = exact_quotient_bounds(num, np.broadcast_to(den, num.shape), a.div, a.out)
+                lo.append(r_lo), hi.append(r_hi), center.append(exact)
+            expected = Expected("out", a.out, np.stack(lo), np.stack(hi), np.stack(center), AXES)
+            notes = {}
+            if miss:
+                notes["bf16_accumulation_miss_ulps"] = mirrors.bf16_accumulation_miss(rows[0], self.spec.shape, a,
+                                                                                      np.stack(lo)[0])
+            return Reference([expected], notes)
+
+        return Checked(label, self._build(label, rows, window), reference, notes={"rows": [r.tag for r in rows]})

@@ -1,0 +1,110 @@
+"""Where a gate's time and memory go: its stages, peak host and GPU memory, and reference-cache use."""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+STAGES = ("inputs", "reference", "launch", "compare")
+MB = 1 << 20
+
+
+@dataclass
+class Clock:
+    """Seconds per stage (nested stages count once, in the innermost), peaks and cache outcomes of one gate."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    gpu_peak: int = 0  # bytes the launcher's memory pool held at most
+    cache: dict[str, int] = field(default_factory=lambda: {"hit": 0, "miss": 0, "rebuilt": 0, "off": 0})
+
+    def summary(self, total: float, host_peak: int) -> dict:
+        """Plain numbers for the JSON, the receipt and `--profile`."""
+        staged = {f"{name}_s": round(s, 3) for name, s in self.seconds.items()}
+        other = max(0.0, total - sum(self.seconds.values()))
+        return {**staged, "other_s": round(other, 3), "peak_host_mb": round(host_peak / MB, 1),
+                "peak_gpu_mb": round(self.gpu_peak / MB, 1), "references": dict(self.cache)}
+
+
+_clock: Clock | None = None
+_children: list[list[float]] = []  # per open stage: seconds spent in stages nested inside it
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Count the enclosed time to `name` in the current gate's clock (nothing when no gate is measured)."""
+    if _clock is None:
+        yield
+        return
+    start = time.perf_counter()
+    _children.append([0.0])
+    try:
+        yield
+    finally:
+        elapsed = time.perf_counter() - start
+        inner = _children.pop()[0]
+        _clock.seconds[name] += elapsed - inner
+        if _children:
+            _children[-1][0] += elapsed
+
+
+def timed(make: Callable[[], Iterable], name: str) -> Iterator:
+    """Yield from the iterable `make()` returns, counting the time it and each item take to make to `name`."""
+    with stage(name):
+        it = iter(make())
+    while True:
+        with stage(name):
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+        yield item
+
+
+def note_gpu_bytes(held: int) -> None:
+    """The launcher's memory pool holds `held` bytes now."""
+    if _clock is not None:
+        _clock.gpu_peak = max(_clock.gpu_peak, int(held))
+
+
+def note_cache(outcome: str) -> None:
+    """A reference came from the cache ('hit'), was computed ('miss'), replaced a corrupt copy ('rebuilt'), or
+    caching is off ('off')."""
+    if _clock is not None:
+        _clock.cache[outcome] += 1
+
+
+def reset_host_peak() -> None:
+    """Restart the process's peak resident memory where Linux allows it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def host_peak_bytes() -> int:
+    """Peak resident memory of this process since the last reset (VmHWM), else since it started."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@contextmanager
+def measuring() -> Iterator[Clock]:
+    """Measure one gate: its stages, cache use and GPU peak go to the yielded clock."""
+    global _clock
+    outer = _clock
+    _clock = Clock()
+    reset_host_peak()
+    try:
+        yield _clock
+    finally:
+        _clock = outer

@@ -1,0 +1,96 @@
+"""The reference cache: warm runs reuse references, corrupt or stale copies are rebuilt, --no-cache computes all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from kcontract.cli import cli
+from kcontract.problem import Checked, Expected, OutputSpec, Problem, Reference
+from kcontract.refcache import ReferenceCache, fingerprint
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU = str(ROOT / "tests" / "contracts" / "cpu.yaml")
+SELECT = ["--only", "np_decode_d256_g3", "--no-controls"]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KCONTRACT_IN_PROCESS", "1")
+    return tmp_path / "cache" / "references"
+
+
+def run(tmp_path, *extra) -> dict:
+    report = tmp_path / "run.json"
+    done = CliRunner().invoke(cli, ["run", "--contract", CPU, *SELECT, "--json", str(report), *extra])
+    assert done.exit_code == 0, done.output
+    return json.loads(report.read_text())
+
+
+def gate_counts(document: dict) -> dict:
+    return {g: (r["checked"], r["decided"], r["bit_equal"], r["within"], r["failures"])
+            for g, r in document["entries"][0]["gates"].items()}
+
+
+def test_a_warm_run_takes_every_reference_from_the_cache_and_finds_the_same(cache, tmp_path):
+    cold = run(tmp_path)
+    assert cold["references"]["cache"] == "cold" and cold["references"]["miss"] > 0
+    warm = run(tmp_path)
+    assert warm["references"] == {**cold["references"], "hit": cold["references"]["miss"], "miss": 0, "cache": "warm"}
+    assert gate_counts(warm) == gate_counts(cold)
+
+
+def test_a_corrupt_reference_is_rebuilt_not_trusted(cache, tmp_path):
+    cold = run(tmp_path)
+    files = sorted(cache.rglob("*.ref"))
+    assert len(files) == cold["references"]["miss"]
+    data = bytearray(files[0].read_bytes())
+    data[-20] ^= 0xFF  # one flipped byte in the payload
+    files[0].write_bytes(bytes(data))
+    again = run(tmp_path)
+    assert again["references"]["rebuilt"] == 1 and again["references"]["hit"] == len(files) - 1
+    assert gate_counts(again) == gate_counts(cold)
+    files[1].write_bytes(b"not a reference")
+    assert run(tmp_path)["references"]["rebuilt"] == 1
+
+
+def test_another_seed_is_another_key_and_no_cache_computes_everything(cache, tmp_path):
+    run(tmp_path)
+    assert run(tmp_path, "--seed", "7")["references"]["cache"] == "cold"
+    off = run(tmp_path, "--no-cache")
+    assert off["references"]["cache"] == "off" and off["references"]["hit"] == off["references"]["miss"] == 0
+
+
+def test_profile_splits_each_gate_and_prints_at_80_columns(cache, tmp_path):
+    document = run(tmp_path)
+    for result in document["entries"][0]["gates"].values():
+        p = result["profile"]
+        stages = sum(p[f"{s}_s"] for s in ("inputs", "reference", "launch", "compare", "other"))
+        assert abs(stages - result["seconds"]) < 0.05 and p["peak_host_mb"] > 10
+    done = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["run", "--contract", CPU, *SELECT, "--profile"])
+    assert done.exit_code == 0
+    table = [line for line in done.output.splitlines() if line.startswith(" np_decode_d256_g3")]
+    assert len(table) == 4 and all(len(line) <= 80 for line in table), done.output
+    assert "hit" in table[0]
+
+
+def small_checked(value: int) -> Checked:
+    problem = Problem("p", {"x": np.full(4, value, dtype=np.uint16)}, {"out": OutputSpec((4,), "bf16")}, {})
+    zeros = np.zeros(4)
+    return Checked("c", problem, lambda: Reference([Expected("out", "bf16", zeros, zeros, zeros, ("i",))]))
+
+
+def test_the_key_follows_the_inputs_bit_for_bit():
+    assert fingerprint(small_checked(1).problem) != fingerprint(small_checked(2).problem)
+    assert fingerprint(small_checked(1).problem) == fingerprint(small_checked(1).problem)
+
+
+def test_a_disabled_cache_never_touches_disk(tmp_path):
+    cache = ReferenceCache(tmp_path / "refs", enabled=False)
+    cache.reference(None, 1, small_checked(1))
+    assert not (tmp_path / "refs").exists()
