@@ -58,3 +58,42 @@ def test_the_cuda_launcher_poisons_and_writes_every_output():
     assert launcher.provenance()["sm"].startswith("sm_") and len(launcher.provenance()["cubin_sha256"]) == 64
     assert launcher.attribute_mismatches(loaded, entry.name) == []
     launcher.close()
+
+
+def references_on(module: str, checked):
+    """A checked problem's reference computed with numpy or CuPy."""
+    from kcontract.numerics import xp
+
+    os.environ["KCONTRACT_REFERENCES"] = module
+    xp.reference_module.cache_clear()
+    try:
+        return checked.compute_reference()
+    finally:
+        os.environ.pop("KCONTRACT_REFERENCES")
+        xp.reference_module.cache_clear()
+
+
+def test_gpu_and_numpy_references_agree_on_every_family():
+    """Both are rigorous: their ranges overlap everywhere, centers agree to float64 noise, decisions match."""
+    from kcontract.contract.loader import load_contract
+
+    loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
+    families = {}
+    for entry in loaded.entries:
+        families.setdefault(entry.family.name, []).append(entry)
+    for name, entries in families.items():
+        entries.sort(key=lambda e: max(e.family.case_bytes(c) for c in e.family.cases(1)))
+        for entry in entries[:3]:  # the smallest three: numpy's references are the slow side
+            family = entry.family
+            for gate in (1, 3):
+                for case in family.cases(gate)[-1:]:
+                    checked = family.checks(gate, case)[0]
+                    cpu, gpu = references_on("numpy", checked), references_on("cupy", checked)
+                    for a, b in zip(cpu.expected, gpu.expected):
+                        assert np.all(a.lo <= b.hi) and np.all(b.lo <= a.hi), (name, entry.name, case)
+                        scale = np.abs(a.center) + np.abs(a.hi - a.lo) + 1e-30
+                        assert np.max(np.abs(a.center - b.center) / scale) < 1e-9, (name, entry.name, case)
+                        same = (a.lo == a.hi) == (b.lo == b.hi)
+                        assert same.mean() > 0.999, (name, entry.name, case, same.mean())
+                        both = (a.lo == a.hi) & (b.lo == b.hi)
+                        assert np.array_equal(a.lo[both], b.lo[both]), (name, entry.name, case)

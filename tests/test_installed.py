@@ -246,8 +246,9 @@ def test_ctrl_c_ends_every_worker_with_one_line_and_130():
     marker = f"KCONTRACT_TEST_MARK={uuid.uuid4().hex}"
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     environ[marker.split("=")[0]] = marker.split("=")[1]
-    proc = subprocess.Popen([str(SCRIPT), "run", "--contract", str(CPU), "--jobs", "2"], cwd=ROOT, env=environ,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen([str(SCRIPT), "run", "--contract", str(CPU), "--jobs", "2", "--no-cache"], cwd=ROOT,
+                            env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     deadline = time.monotonic() + 60
     while len(_processes_with(marker)) < 3 and time.monotonic() < deadline:  # the parent and two workers
         time.sleep(0.2)

@@ -275,3 +275,31 @@ def test_gamma():
         gamma(256, U_BF16)
     with pytest.raises(ValueError):
         gamma([1, 2**24], U32)
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_padded_segment_reduce_matches_reduceat(op):
+    """The GPU's padded segment reduction equals numpy's reduceat on chunk-like segments."""
+    from kcontract.numerics.xp import segment_reduce
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 1000))
+    starts = np.array([0, 17, 273, 529, 785])
+    padded = segment_reduce(x, starts, op, padded=True)
+    plain = segment_reduce(x, starts, op, padded=False)
+    assert padded.shape == plain.shape == (3, 5)
+    if op == "sum":
+        np.testing.assert_allclose(padded, plain, rtol=1e-14, atol=0)
+    else:
+        np.testing.assert_array_equal(padded, plain)
+
+
+def test_references_stay_on_numpy_when_asked(monkeypatch):
+    from kcontract.numerics import xp
+
+    xp.reference_module.cache_clear()
+    monkeypatch.setenv("KCONTRACT_REFERENCES", "numpy")
+    try:
+        assert xp.reference_module() is np and xp.reference_device() == "cpu"
+    finally:
+        xp.reference_module.cache_clear()

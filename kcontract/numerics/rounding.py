@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
 from .formats import Format
+from .xp import array_module
 from .formats import fmt as as_format
 
 _QNAN = {"bf16": 0x7FC0, "fp16": 0x7E00, "fp32": 0x7FC00000}  # canonical quiet NaN
 _POISON = {"bf16": 0x7FFF, "fp16": 0x7FFF, "fp32": 0x7FFFFFFF}  # quiet NaN with full payload
 
 
-def _quantize(x, f: Format, op: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """Round finite x to f's grid with op (np.rint or np.trunc) on the scaled significand."""
-    x = np.asarray(x, dtype=np.float64)
-    finite = np.isfinite(x)
-    xf = np.where(finite, x, 0.0)
-    e = np.frexp(xf)[1].astype(np.int32) - 1  # floor(log2|x|) for x != 0
-    q = (np.maximum(e, f.emin) - f.precision + 1).astype(np.int32)  # exponent of the grid spacing at |x|
+def _quantize(x, f: Format, op: str) -> np.ndarray:
+    """Round finite x to f's grid with op ('rint' or 'trunc') on the scaled significand."""
+    xp = array_module(x)
+    x = xp.asarray(x, dtype=xp.float64)
+    finite = xp.isfinite(x)
+    xf = xp.where(finite, x, 0.0)
+    e = xp.frexp(xf)[1].astype(xp.int32) - 1  # floor(log2|x|) for x != 0
+    q = (xp.maximum(e, f.emin) - f.precision + 1).astype(xp.int32)  # exponent of the grid spacing at |x|
     with np.errstate(over="ignore"):
-        r = np.ldexp(op(np.ldexp(xf, -q)), q)  # exact: power-of-two scalings of integers below 2**(p+1)
-    return np.where(finite, r, x)
+        r = xp.ldexp(getattr(xp, op)(xp.ldexp(xf, -q)), q)  # exact: power-of-two scalings of integers below 2**(p+1)
+    return xp.where(finite, r, x)
 
 
 def _rint_bits(x: np.ndarray, f: Format) -> np.ndarray:
@@ -37,22 +37,23 @@ def _rint_bits(x: np.ndarray, f: Format) -> np.ndarray:
 def round_to(x, fmt: str | Format) -> np.ndarray:
     """Round float64 x to nearest-even in fmt, as float64; overflow to inf, NaN and signed zeros kept."""
     f = as_format(fmt)
-    x = np.asarray(x, dtype=np.float64)
+    xp = array_module(x)
+    x = xp.asarray(x, dtype=xp.float64)
     with np.errstate(invalid="ignore"):
-        small = np.abs(x) < f.min_normal  # f's subnormal range: grid spacing fixed at the bottom exponent
-    r = _rint_bits(np.array(x, dtype=np.float64, order="C"), f)
+        small = xp.abs(x) < f.min_normal  # f's subnormal range: grid spacing fixed at the bottom exponent
+    r = _rint_bits(xp.array(x, dtype=xp.float64, order="C"), f)
     if small.any():
-        r = np.where(small, _quantize(x, f, np.rint), r)
-    r = np.where(np.isfinite(x), r, x)
+        r = xp.where(small, _quantize(x, f, "rint"), r)
+    r = xp.where(xp.isfinite(x), r, x)
     with np.errstate(invalid="ignore"):
-        r = np.where(np.abs(r) > f.max_finite, np.copysign(np.inf, r), r)
+        r = xp.where(xp.abs(r) > f.max_finite, xp.copysign(xp.inf, r), r)
     return r[()]
 
 
 def truncate_to(x, fmt: str | Format) -> np.ndarray:
     """Round float64 x toward zero in fmt, as float64; finite overflow gives ±max_finite."""
     f = as_format(fmt)
-    r = _quantize(x, f, np.trunc)
+    r = _quantize(x, f, "trunc")
     r = np.where(np.isfinite(r) & (np.abs(r) > f.max_finite), np.copysign(f.max_finite, r), r)
     return r[()]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from dataclasses import dataclass
 
@@ -29,7 +30,8 @@ class Selection:
 
 
 def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache: bool = True) -> list[Task]:
-    """Entry tasks, then control tasks (each runs the gate it is planted at); options that match nothing fail."""
+    """One task per entry and gate, largest entries first, then control tasks (each runs the gate it is planted
+    at, after the entries whose references it shares); options that match nothing fail."""
     seed = loaded.seed if sel.seed is None else sel.seed
     names = [e.name for e in loaded.entries]
     entries = [e for e in loaded.entries if not sel.only or any(fnmatch.fnmatch(e.name, g) for g in sel.only)]
@@ -54,25 +56,50 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache
             gates = [g for g in gates if sel.case in entry.family.cases(g)]
         return gates
 
-    tasks = [Task("entry", e.name, e.name, contract_path, gates_for(e.name), seed, sel.case, e.timeout, cache)
-             for e in entries]
+    tasks = [Task("entry", e.name, e.name, contract_path, [gate], seed, sel.case, e.timeout, cache)
+             for e in sorted(entries, key=lambda e: -_weight(e)) for gate in gates_for(e.name)]
     tasks += [Task("control", c.name, c.entry, contract_path, gates_for(c.entry, c.gate), seed, sel.case,
                    c.timeout or loaded.entry(c.entry).timeout, cache) for c in controls]
-    _refuse_empty(loaded, tasks, sel)
+    _refuse_empty(loaded, tasks, sel, [e.name for e in entries] + [c.entry for c in controls])
     return [t for t in tasks if t.gates]
 
 
-def _refuse_empty(loaded: LoadedContract, tasks: list[Task], sel: Selection) -> None:
+def _weight(entry) -> int:
+    """How heavy an entry's gates are: the host bytes of its largest case."""
+    family = entry.family
+    return max((family.case_bytes(c) for c in family.cases(1)), default=0)
+
+
+def merge_outcomes(outcomes: list) -> list:
+    """One outcome per entry or control, its gates gathered from the per-gate tasks, in first-seen order."""
+    merged: dict[tuple[str, str], object] = {}
+    for o in outcomes:
+        key = (o.task.kind, o.task.name)
+        if key not in merged:
+            merged[key] = dataclasses.replace(o, task=dataclasses.replace(o.task, gates=list(o.task.gates)),
+                                              gates=dict(o.gates))
+            continue
+        m = merged[key]
+        m.task.gates = sorted(set(m.task.gates) | set(o.task.gates))
+        m.gates = dict(sorted({**m.gates, **o.gates}.items()))
+        m.seconds += o.seconds
+        m.kernel = m.kernel or o.kernel
+        if m.status == "ran" and o.status != "ran":
+            m.status, m.detail, m.trace, m.fatal = o.status, o.detail, o.trace, o.fatal
+    return list(merged.values())
+
+
+def _refuse_empty(loaded: LoadedContract, tasks: list[Task], sel: Selection, considered: list[str]) -> None:
     """A selection that leaves nothing to check is a usage error that says why."""
     if any(t.gates for t in tasks):
         for task in tasks:
             if not task.gates and task.kind == "control" and task.name in sel.controls:
                 raise UsageError(f"--control {task.name}: nothing of it matches --gate/--case")
         return
-    subject = ", ".join(sorted({t.entry for t in tasks})[:6]) or "the selected entries"
+    subject = ", ".join(sorted(set(considered))[:6]) or "the selected entries"
     if sel.case is not None:
-        known = sorted({c for t in tasks for g in loaded.entry(t.entry).gates
-                        for c in loaded.entry(t.entry).family.cases(g)})
+        known = sorted({c for name in set(considered) for g in loaded.entry(name).gates
+                        for c in loaded.entry(name).family.cases(g)})
         raise UsageError(f"--case {sel.case}: {subject} has no such case"
                          f"{' under --gate ' + str(sel.gate) if sel.gate else ''}; cases: {_few(known)}")
     if sel.gate is not None:

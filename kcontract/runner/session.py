@@ -10,6 +10,7 @@ from kcontract.contract.loaded import LoadedContract
 from kcontract.records.gate5 import orphan_records
 from kcontract.report.summary import Summary, summarise
 from kcontract.runner.outcome import Outcome, Progress, Task
+from kcontract.runner.plan import merge_outcomes
 from kcontract.runner.pool import in_process, run_in_workers
 
 
@@ -56,7 +57,7 @@ def run_tasks(tasks: list[Task], jobs: int, on_progress: Callable[[Progress], No
 def run_contract(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
                  on_done: Callable[[Outcome], None], whole: bool) -> RunResult:
     """Run every task and summarise; a whole-contract run also fails on record files with no entry."""
-    outcomes = run_tasks(tasks, jobs, on_progress, on_done)
+    outcomes = merge_outcomes(run_tasks(tasks, jobs, on_progress, on_done))
     entries = [o for o in outcomes if o.task.kind == "entry"]
     controls = [o for o in outcomes if o.task.kind == "control"]
     planted = {c.name: c.gate for c in loaded.controls}

@@ -20,6 +20,7 @@ from kcontract.families.attention.weights import (
     weight_systems,
 )
 from kcontract.numerics import U32, gamma, round_to
+from kcontract.numerics.xp import array_module, reference_module, segment_reduce, to_host
 
 BLOCK = 2048  # keys per block of the batched sums
 DIV_ROUNDINGS = {"ieee": 1, "rcp_rn": 2, "rcp_approx": 5, "div_full": 6, "fdividef": 6}  # u's of O / L
@@ -41,13 +42,18 @@ def expected_bounds(center: np.ndarray, radius: np.ndarray, fmt: str) -> tuple[n
 
 
 def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: np.ndarray, scale: float,
-                     arith: Arithmetic) -> RowRange:
-    """Reference and range of one row: q [Hq, D], k and v [n, Hk, D] (visible keys, key order)."""
-    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
-    chunk = np.asarray(chunk_of_key, dtype=np.int64)
-    hq, d, n, hk = _check(q, k, v, chunk)
+                     arith: Arithmetic, xp=None) -> RowRange:
+    """Reference and range of one row: q [Hq, D], k and v [n, Hk, D] (visible keys, key order).
+
+    xp (numpy or cupy, default the reference module: CuPy on a GPU) computes; the result is on the host.
+    """
+    xp = reference_module() if xp is None else xp
+    chunk_host = np.asarray(chunk_of_key, dtype=np.int64)
+    hq, d, n, hk = _check(np.asarray(q), np.asarray(k), np.asarray(v), chunk_host)
+    q, k, v = (xp.asarray(np.asarray(x, dtype=np.float64)) for x in (q, k, v))
+    chunk = xp.asarray(chunk_host)
     group = hq // hk
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(chunk)) + 1])
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(chunk_host)) + 1])
     n_chunks, max_chunk = len(starts), int(np.diff(np.append(starts, n)).max())
     r = arith.rescales_per_key
     k_o = max_chunk + n_chunks + r  # (C-1) adds + product + merge product + (nch-1) merge adds + rescales
@@ -62,11 +68,12 @@ def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: 
         err_max = max(err_max, float(err.max()))
         frames = chunk_frames(s, err, starts)
         num, den = weight_systems(s, err, frames, chunk, starts, arith)
-        center[heads], radius[heads] = _group_range(num, den, v[:, g, :], starts, arith, max_chunk, k_o, k_l)
+        o, rad = _group_range(num, den, v[:, g, :], starts, arith, max_chunk, k_o, k_l)
+        center[heads], radius[heads] = to_host(o), to_host(rad)
         if num.determined is not None:
             determined.append(num.determined)
     facts = {"keys": n, "chunks": n_chunks, "max_chunk": max_chunk, "sum_roundings_o": k_o,
-             "sum_roundings_l": k_l, "score_error_max": err_max}
+             "sum_roundings_l": k_l, "score_error_max": err_max, "device": "cpu" if xp is np else "gpu"}
     if determined:
         facts["determined_p"] = float(np.mean(determined))
     return RowRange(center, radius, facts)
@@ -87,14 +94,15 @@ def _check(q, k, v, chunk) -> tuple[int, int, int, int]:
 
 def _scores(qg: np.ndarray, kg: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
     """Exact-as-float64 scores scale * q.k and sum_i |q_i k_i|: [G, n] each."""
+    xp = array_module(qg)
     n = kg.shape[0]
-    s = np.empty((qg.shape[0], n))
-    abs_dot = np.empty_like(s)
-    aq = np.abs(qg)
+    s = xp.empty((qg.shape[0], n))
+    abs_dot = xp.empty_like(s)
+    aq = xp.abs(qg)
     for b0 in range(0, n, BLOCK):
-        kb = np.ascontiguousarray(kg[b0:b0 + BLOCK])
+        kb = xp.ascontiguousarray(kg[b0:b0 + BLOCK])
         s[:, b0:b0 + BLOCK] = (kb @ qg.T).T
-        abs_dot[:, b0:b0 + BLOCK] = (np.abs(kb) @ aq.T).T
+        abs_dot[:, b0:b0 + BLOCK] = (xp.abs(kb) @ aq.T).T
     return s * scale, abs_dot
 
 
@@ -102,11 +110,12 @@ def _scores(qg: np.ndarray, kg: np.ndarray, scale: float) -> tuple[np.ndarray, n
 def _group_range(num: WeightSystem, den: WeightSystem, vg: np.ndarray, starts, arith: Arithmetic,
                  max_chunk: int, k_o: int, k_l: int) -> tuple[np.ndarray, np.ndarray]:
     """Center and radius [G, D] of the query heads sharing one key head."""
+    xp = array_module(vg)
     shared = num is den
     n, n_chunks = vg.shape[0], len(starts)
     lin = _linear_sums(num, vg)
     o = lin["numer"] / den.ref.sum(1)[:, None]
-    ao = np.abs(o)
+    ao = xp.abs(o)
     ch = _chunk_pass(num, vg, starts, o, shared)
     if shared:
         dev = ch["centered"] + ch["chunk_term"]
@@ -114,18 +123,18 @@ def _group_range(num: WeightSystem, den: WeightSystem, vg: np.ndarray, starts, a
         dev = lin["dev_abs"] + ao * den.dev.sum(1)[:, None] + ch["chunk_term"]
     lo_sum = den.lo_sum[:, None]
     ok = lo_sum > 0
-    safe = np.where(ok, lo_sum, 1.0)
-    r1 = np.where(ok, dev / safe, np.inf)  # weighted-average error of the exact sums
+    safe = xp.where(ok, lo_sum, 1.0)
+    r1 = xp.where(ok, dev / safe, xp.inf)  # weighted-average error of the exact sums
     e_o = _numerator_rounding(lin, ch, arith, max_chunk, k_o, n_chunks)
     g_l = float(gamma(k_l, U32))
     ops = (2 + arith.rescales_per_key) * n + 2 * n_chunks + 4
-    r2 = (np.where(ok, e_o / safe, np.inf) + (ao + r1) * g_l) / (1 - g_l)  # fp32 sums
+    r2 = (xp.where(ok, e_o / safe, xp.inf) + (ao + r1) * g_l) / (1 - g_l)  # fp32 sums
     r2 += 2 * ops * FTZ * (1 + ao + r1)  # flushed or subnormal sum terms, over L >= 1/2
     r3 = float(gamma(DIV_ROUNDINGS[arith.div], U32)) * (ao + r1 + r2) + FTZ  # the division
-    avg_abs = np.where(ok, lin["hi_abs"] / safe, np.inf)
+    avg_abs = xp.where(ok, lin["hi_abs"] / safe, xp.inf)
     radius = (r1 + r2 + r3) * (1 + SLACK) + SLACK * (ao + avg_abs)
-    radius = np.where(lin["hi_abs"] > 0, radius, 0.0)  # an all-zero v column gives exactly 0 in any order
-    return o, np.where(np.isnan(radius), np.inf, radius)
+    radius = xp.where(lin["hi_abs"] > 0, radius, 0.0)  # an all-zero v column gives exactly 0 in any order
+    return o, xp.where(xp.isnan(radius), xp.inf, radius)
 
 
 def _numerator_rounding(lin: dict, ch: dict, arith: Arithmetic, max_chunk: int, k_o: int, n_chunks: int
@@ -136,10 +145,11 @@ def _numerator_rounding(lin: dict, ch: dict, arith: Arithmetic, max_chunk: int, 
     in-chunk partial sum or rescale (at most B_c = (P_c + |N_c|) / 2, the larger of the chunk's positive
     and negative parts), a merge product (|N_c|) or a merge partial sum (at most (sum_c |N_c| + |N|) / 2).
     """
+    xp = array_module(lin["numer"])
     drift = lin["dev_abs"] + ch["chunk_dev_abs"]  # >= sum_j |a_j - w_j| |v_j|
     p = lin["hi_abs"]
     s_n = ch["chunk_abs"] + drift  # >= sum_c |N_c| with the kernel's weights
-    abs_n = np.abs(lin["numer"]) + drift
+    abs_n = xp.abs(lin["numer"]) + drift
     in_chunk = max_chunk - 1 + arith.rescales_per_key
     phi = p + in_chunk * 0.5 * (p + s_n) + s_n + (n_chunks - 1) * 0.5 * (s_n + abs_n)
     return U32 * phi / (1 - (k_o + 1) * U32) ** 2
@@ -166,11 +176,12 @@ def _blocks(starts: np.ndarray, n: int):
 
 def _linear_sums(num: WeightSystem, vg: np.ndarray) -> dict:
     """Matrix products over key blocks: sum w v, sum a_hi |v| and sum D |v|: [G, D] each."""
+    xp = array_module(vg)
     g, n, d = num.ref.shape[0], vg.shape[0], vg.shape[1]
-    out = {"numer": np.zeros((g, d)), "hi_abs": np.zeros((g, d)), "dev_abs": np.zeros((g, d))}
+    out = {"numer": xp.zeros((g, d)), "hi_abs": xp.zeros((g, d)), "dev_abs": xp.zeros((g, d))}
     for b0 in range(0, n, BLOCK):
-        vb = np.ascontiguousarray(vg[b0:b0 + BLOCK])
-        av = np.abs(vb)
+        vb = xp.ascontiguousarray(vg[b0:b0 + BLOCK])
+        av = xp.abs(vb)
         out["numer"] += (vb.T @ num.ref[:, b0:b0 + BLOCK].T).T
         out["hi_abs"] += (av.T @ num.hi[:, b0:b0 + BLOCK].T).T
         out["dev_abs"] += (av.T @ num.dev[:, b0:b0 + BLOCK].T).T
@@ -183,30 +194,31 @@ def _chunk_pass(num: WeightSystem, vg: np.ndarray, starts, o: np.ndarray, shared
     chunk_abs = sum_c G_ref |N_c|; chunk_term = sum_c dG_c |N_c - o sum b_ref| (shared) or dG_c |N_c|;
     chunk_dev_abs = sum_c dG_c |N_c|; centered = sum_j D_j |v_j - o| exactly (no |v| + |o| shortcut).
     """
+    xp = array_module(vg)
     g, n, d = num.ref.shape[0], vg.shape[0], vg.shape[1]
     names = ("chunk_abs", "chunk_term", "chunk_dev_abs", "centered")
-    out = {name: np.zeros((g, d)) for name in names}
-    lam = np.add.reduceat(num.chunk_ref, starts, axis=1)  # [G, nch]: sum of b_ref per chunk
-    carry = np.zeros((g, d))
-    part = np.empty((BLOCK, d))
+    out = {name: xp.zeros((g, d)) for name in names}
+    lam = segment_reduce(num.chunk_ref, starts, "sum")  # [G, nch]: sum of b_ref per chunk
+    carry = xp.zeros((g, d))
+    part = xp.empty((BLOCK, d))
     for b0, b1, c0, nc, closes in _blocks(starts, n):
-        vb = np.ascontiguousarray(vg[b0:b1])
+        vb = xp.ascontiguousarray(vg[b0:b1])
         buf = part[:b1 - b0]
         for h in range(g):
-            np.multiply(num.chunk_ref[h, b0:b1, None], vb, out=buf)
+            xp.multiply(num.chunk_ref[h, b0:b1, None], vb, out=buf)
             sums = buf.reshape(nc, -1, d).sum(1)
             sums[0] += carry[h]
             carry[h] = 0.0 if closes else sums[0]
             if shared:
-                np.subtract(vb, o[h], out=buf)
-                np.abs(buf, out=buf)
+                xp.subtract(vb, o[h], out=buf)
+                xp.abs(buf, out=buf)
                 out["centered"][h] += buf.T @ num.dev[h, b0:b1]
             if not closes:
                 continue
             cs = slice(c0, c0 + nc)
-            out["chunk_abs"][h] += num.chunk_scale[h, cs] @ np.abs(sums)
+            out["chunk_abs"][h] += num.chunk_scale[h, cs] @ xp.abs(sums)
             if num.chunk_dev is not None:
                 dg = num.chunk_dev[h, cs]
-                out["chunk_dev_abs"][h] += dg @ np.abs(sums)
-                out["chunk_term"][h] += dg @ (np.abs(sums - o[h] * lam[h, cs, None]) if shared else np.abs(sums))
+                out["chunk_dev_abs"][h] += dg @ xp.abs(sums)
+                out["chunk_term"][h] += dg @ (xp.abs(sums - o[h] * lam[h, cs, None]) if shared else xp.abs(sums))
     return out

@@ -14,6 +14,7 @@ import numpy as np
 
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.numerics import U32, U_BF16, gamma, round_to
+from kcontract.numerics.xp import array_module, segment_reduce
 
 EXP_ULPS = {"expf": 2.0, "exp2f": 2.0, "ex2.approx": 2.0, "__expf": 2.0}  # documented max ulp error
 EXP_SLOPE = {"__expf": 1.173}  # extra ulps per unit |x| (nats)
@@ -61,8 +62,9 @@ def score_error(s: np.ndarray, abs_dot: np.ndarray, scale: float, head_dim: int,
     costs gamma_2 sum |q_i k_i| more. A tensor-core k-step cuts each of the 16 terms below its largest
     (B at most) to 2^-F of that term's binade and truncates its result (one fp32 ulp, 2u of at most B).
     """
+    xp = array_module(s)
     a = abs(scale) * abs_dot
-    b = 0.5 * (a + np.abs(s))
+    b = 0.5 * (a + xp.abs(s))
     extra = float(gamma(SCORE_ROUNDINGS[arith.exp], U32)) if arith.score == "mma_bf16" else 0.0
     if arith.score == "mma_bf16":
         k = -(-head_dim // MMA_K) * (MMA_K * 2.0**-MMA_KEEP_BITS + 2 * U32)
@@ -70,39 +72,43 @@ def score_error(s: np.ndarray, abs_dot: np.ndarray, scale: float, head_dim: int,
     else:
         dot = float(gamma(head_dim + SCORE_ROUNDINGS[arith.exp], U32)) * b
     err = dot + extra * b * (1 + 2 * U32) + (float(gamma(2, U32)) + 4 * F64) * a
-    return err + np.where(abs_dot > 0, (head_dim + 2) * FTZ * (abs(scale) + 1.0), 0.0)
+    return err + xp.where(abs_dot > 0, (head_dim + 2) * FTZ * (abs(scale) + 1.0), 0.0)
 
 
 def exp_log_error(absx: np.ndarray, calls: int, arith: Arithmetic) -> np.ndarray:
     """l with (1 - eta, 1 + eta) inside (e^-l, e^l) for `calls` exps whose arguments total absx."""
+    xp = array_module(absx)
     ulps = calls * (EXP_ULPS[arith.exp] + EXP_MARGIN_ULPS) + EXP_SLOPE.get(arith.exp, 0.0) * absx
     eta = ulps * 2.0**-23
-    return np.where(eta < 0.5, -np.log1p(-np.minimum(eta, 0.5)), 50.0)
+    return xp.where(eta < 0.5, -xp.log1p(-xp.minimum(eta, 0.5)), 50.0)
 
 
 def chunk_frames(s: np.ndarray, err: np.ndarray, starts: np.ndarray) -> Frames:
     """Per-chunk max of s, s - err and s + err (any computed max lies between the last two)."""
-    mc = np.maximum.reduceat(s, starts, axis=1)
-    mc_lo = np.maximum.reduceat(s - err, starts, axis=1)
-    mc_hi = np.maximum.reduceat(s + err, starts, axis=1)
+    mc = segment_reduce(s, starts, "max")
+    mc_lo = segment_reduce(s - err, starts, "max")
+    mc_hi = segment_reduce(s + err, starts, "max")
     return Frames(mc, mc_lo, mc_hi, mc.max(1, keepdims=True), mc_hi.max(1, keepdims=True))
 
 
 def merge_log_error(fr: Frames, arith: Arithmetic) -> np.ndarray:
     """[G, nch] log-error of f_c = exp(m_c - M) (argument rounding, exp accuracy)."""
-    ymax = np.maximum(fr.top_hi - fr.mc_lo, 0.0)  # |m_c - M| over every computed m_c, M
+    xp = array_module(fr.mc)
+    ymax = xp.maximum(fr.top_hi - fr.mc_lo, 0.0)  # |m_c - M| over every computed m_c, M
     moving = ymax > 0  # ymax == 0: m_c = M for sure, f_c = exp(0) = 1 exactly
-    return np.where(moving, ARG_U * U32 * ymax + exp_log_error(ymax, 1, arith), 0.0)
+    return xp.where(moving, ARG_U * U32 * ymax + exp_log_error(ymax, 1, arith), 0.0)
 
 
 def frame_shift(mc_lo: np.ndarray, mc_hi: np.ndarray) -> np.ndarray:
     """Log-error of p's frame when m_c is rescaled to log2 units for p and not for f."""
-    return FRAME_U * U32 * np.maximum(np.abs(mc_lo), np.abs(mc_hi))
+    xp = array_module(mc_lo)
+    return FRAME_U * U32 * xp.maximum(xp.abs(mc_lo), xp.abs(mc_hi))
 
 
 def flush_tau(err: np.ndarray, arith: Arithmetic) -> float:
     """Bound on |a_j - G_c b_j| from flushed p, f and rescale factors, in the exact-max frame."""
-    return 4.0 * (2 + arith.rescales_per_key) * FTZ * float(np.exp(err.max(initial=0.0)))
+    worst = max(float(err.max()), 0.0) if err.size else 0.0
+    return 4.0 * (2 + arith.rescales_per_key) * FTZ * float(np.exp(worst))
 
 
 def _per_chunk(x: np.ndarray, chunk: np.ndarray) -> np.ndarray:
@@ -112,13 +118,14 @@ def _per_chunk(x: np.ndarray, chunk: np.ndarray) -> np.ndarray:
 
 def _lo_sum(g_lo: np.ndarray, b_lo: np.ndarray, starts: np.ndarray, n: int, tau: float) -> np.ndarray:
     """sum_c G_lo,c sum_{j in c} b_lo,j - n tau (a lower bound of the weights' sum)."""
-    return (g_lo * np.add.reduceat(b_lo, starts, axis=1)).sum(1) - n * tau
+    return (g_lo * segment_reduce(b_lo, starts, "sum")).sum(1) - n * tau
 
 
 def bf16_reference(s: np.ndarray, fr: Frames, chunk: np.ndarray) -> np.ndarray:
     """exp(m_c - S) * RN_bf16(exp(s - m_c)): the reference weight when p is rounded to bf16."""
+    xp = array_module(s)
     mc = _per_chunk(fr.mc, chunk)
-    return np.exp(mc - fr.top) * round_to(np.exp(s - mc), "bf16")
+    return xp.exp(mc - fr.top) * round_to(xp.exp(s - mc), "bf16")
 
 
 def frame_free(s, err, fr: Frames, chunk, starts, arith: Arithmetic, *, bf16_p: bool) -> WeightSystem:
@@ -127,28 +134,29 @@ def frame_free(s, err, fr: Frames, chunk, starts, arith: Arithmetic, *, bf16_p: 
     With bf16_p (online rescaling: the rounding frame is unknown) every p carries a bf16 rounding
     factor (1 +- 2^-8) and the reference weight is the bf16 one.
     """
+    xp = array_module(s)
     n = s.shape[1]
-    xmax = np.maximum(_per_chunk(fr.mc_hi, chunk) - (s - err), 0.0)  # |s_hat - m_hat_c| upper bound
+    xmax = xp.maximum(_per_chunk(fr.mc_hi, chunk) - (s - err), 0.0)  # |s_hat - m_hat_c| upper bound
     moving = xmax > 0  # xmax == 0: the key is its chunk's computed max for sure, p = exp(0) = 1
     calls = 1 + arith.rescales_per_key
-    lam = err + np.where(moving, ARG_U * U32 * xmax + exp_log_error(xmax, calls, arith), 0.0)
-    lam += F64 * (np.abs(s) + np.abs(fr.top) + 1.0)
-    w = np.exp(s - fr.top)  # exp(s_j - S)
-    b_hi = w * np.exp(lam)
-    b_lo = w * np.exp(-lam)
+    lam = err + xp.where(moving, ARG_U * U32 * xmax + exp_log_error(xmax, calls, arith), 0.0)
+    lam += F64 * (xp.abs(s) + xp.abs(fr.top) + 1.0)
+    w = xp.exp(s - fr.top)  # exp(s_j - S)
+    b_hi = w * xp.exp(lam)
+    b_lo = w * xp.exp(-lam)
     ref = w
     if bf16_p:
         b_hi *= 1 + U_BF16
         b_lo *= 1 - U_BF16
         ref = bf16_reference(s, fr, chunk)
     lam_c = merge_log_error(fr, arith) + frame_shift(fr.mc_lo, fr.mc_hi)
-    g_hi, g_lo = np.exp(lam_c), np.exp(-lam_c)
-    g_dev = _per_chunk(np.maximum(g_hi - 1.0, 1.0 - g_lo), chunk)
+    g_hi, g_lo = xp.exp(lam_c), xp.exp(-lam_c)
+    g_dev = _per_chunk(xp.maximum(g_hi - 1.0, 1.0 - g_lo), chunk)
     tau = flush_tau(err, arith)
     g_hi_k = _per_chunk(g_hi, chunk)
-    dev = g_hi_k * np.maximum(b_hi - ref, ref - b_lo) + g_dev * ref + tau
+    dev = g_hi_k * xp.maximum(b_hi - ref, ref - b_lo) + g_dev * ref + tau
     return WeightSystem(ref=ref, dev=dev, hi=g_hi_k * b_hi + tau, lo_sum=_lo_sum(g_lo, b_lo, starts, n, tau),
-                        chunk_ref=ref, chunk_scale=np.ones_like(g_hi), chunk_dev=None, determined=None)
+                        chunk_ref=ref, chunk_scale=xp.ones_like(g_hi), chunk_dev=None, determined=None)
 
 
 def replayed(s, err, fr: Frames, chunk, starts, arith: Arithmetic) -> WeightSystem:
@@ -157,32 +165,33 @@ def replayed(s, err, fr: Frames, chunk, starts, arith: Arithmetic) -> WeightSyst
     Keys whose interval rounds to one bf16 value carry no per-key width; the chunk max does not
     cancel here, so the chunk factor exp(m_c - S) carries the frame width (kept as a chunk term).
     """
+    xp = array_module(s)
     n = s.shape[1]
     mc_lo, mc_hi = _per_chunk(fr.mc_lo, chunk), _per_chunk(fr.mc_hi, chunk)
     x_lo = s - err - mc_hi  # computed s_hat - m_hat_c lies in [x_lo, x_hi], both <= 0
-    x_hi = np.minimum(s + err - mc_lo, 0.0)
+    x_hi = xp.minimum(s + err - mc_lo, 0.0)
     shift = frame_shift(mc_lo, mc_hi)
     exact_one = (x_lo >= 0) & (shift == 0)  # the key is its chunk's computed max for sure: p = 1 exactly
     xa = -x_lo
     e = ARG_U * U32 * xa + exp_log_error(xa, 1, arith) + shift
-    e += F64 * (np.abs(s) + np.abs(mc_hi) + np.abs(mc_lo) + 1.0)
-    p_lo = np.where(exact_one, 1.0, np.exp(x_lo - e))
-    p_hi = np.where(exact_one, 1.0, np.exp(x_hi + e))
+    e += F64 * (xp.abs(s) + xp.abs(mc_hi) + xp.abs(mc_lo) + 1.0)
+    p_lo = xp.where(exact_one, 1.0, xp.exp(x_lo - e))
+    p_hi = xp.where(exact_one, 1.0, xp.exp(x_hi + e))
     tiny = p_lo < 2 * FTZ  # the kernel's p may be subnormal or flushed
-    b_lo = np.where(tiny, 0.0, round_to(p_lo, "bf16"))
-    b_hi = round_to(p_hi + np.where(tiny, FTZ, 0.0), "bf16")
+    b_lo = xp.where(tiny, 0.0, round_to(p_lo, "bf16"))
+    b_hi = round_to(p_hi + xp.where(tiny, FTZ, 0.0), "bf16")
     known = b_lo == b_hi
-    b_ref = np.where(known, b_lo, round_to(np.exp(s - _per_chunk(fr.mc, chunk)), "bf16"))
-    lam_c = merge_log_error(fr, arith) + F64 * (np.abs(fr.mc_lo) + np.abs(fr.mc_hi) + np.abs(fr.top) + 1.0)
-    g_ref = np.exp(fr.mc - fr.top)
-    g_lo = np.exp(fr.mc_lo - fr.top - lam_c)
-    g_hi = np.exp(fr.mc_hi - fr.top + lam_c)
+    b_ref = xp.where(known, b_lo, round_to(xp.exp(s - _per_chunk(fr.mc, chunk)), "bf16"))
+    lam_c = merge_log_error(fr, arith) + F64 * (xp.abs(fr.mc_lo) + xp.abs(fr.mc_hi) + xp.abs(fr.top) + 1.0)
+    g_ref = xp.exp(fr.mc - fr.top)
+    g_lo = xp.exp(fr.mc_lo - fr.top - lam_c)
+    g_hi = xp.exp(fr.mc_hi - fr.top + lam_c)
     tau = flush_tau(err, arith)
     g_hi_k = _per_chunk(g_hi, chunk)
-    dev = g_hi_k * np.maximum(b_hi - b_ref, b_ref - b_lo) + tau
+    dev = g_hi_k * xp.maximum(b_hi - b_ref, b_ref - b_lo) + tau
     return WeightSystem(ref=_per_chunk(g_ref, chunk) * b_ref, dev=dev, hi=g_hi_k * b_hi + tau,
                         lo_sum=_lo_sum(g_lo, b_lo, starts, n, tau), chunk_ref=b_ref, chunk_scale=g_ref,
-                        chunk_dev=np.maximum(g_hi - g_ref, g_ref - g_lo), determined=float(known.mean()))
+                        chunk_dev=xp.maximum(g_hi - g_ref, g_ref - g_lo), determined=float(known.mean()))
 
 
 @np.errstate(over="ignore", invalid="ignore")  # absurd inputs: infinite widths, never NaN ranges
