@@ -19,3 +19,21 @@ def size_text(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} bytes"
+
+
+def usable_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def free_gpu_memory() -> int:
+    """Free bytes on the current GPU, or 0 where CuPy sees none."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.memGetInfo()[0])
+    except Exception:  # no CuPy, no driver or no device
+        return 0

@@ -26,11 +26,42 @@ class KernelLaunch:
 
 
 @dataclass
+class Assembled:
+    """An input buffer given as a fill value and blocks written over it, built where the kernel runs.
+
+    Host memory holds only the blocks (views of the rows' data), never the fill: a long cache slot that a
+    short row uses costs only that row's keys, and a call declaring a longer cache costs nothing more.
+    """
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fill: int
+    blocks: list[tuple[int, slice | np.ndarray, np.ndarray]]  # (index on axis 0, rows on axis 1, data), in order
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the built buffer."""
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+    def materialise(self, xp=np):
+        """The whole buffer, built with numpy or CuPy (there the blocks are copied straight to the device)."""
+        out = xp.full(self.shape, self.fill, dtype=self.dtype)
+        for first, rows, data in self.blocks:
+            out[first, rows if isinstance(rows, slice) else xp.asarray(rows)] = xp.asarray(data)
+        return out
+
+
+def built(value, xp=np):
+    """An input as an array of xp: Assembled inputs are built, arrays converted."""
+    return value.materialise(xp) if isinstance(value, Assembled) else xp.asarray(value)
+
+
+@dataclass
 class Problem:
     """One kernel call: ABI input buffers, outputs to allocate, typed scalars, launches and a label."""
 
     label: str  # the call, as reports name it: "linear_3000" or "linear_3000/batch7_last_row0"
-    inputs: dict[str, np.ndarray]  # host arrays in ABI dtype (bf16 and fp16 as uint16 bit patterns)
+    inputs: dict[str, np.ndarray | Assembled]  # host arrays in ABI dtype (bf16 and fp16 as uint16 bit patterns)
     outputs: dict[str, OutputSpec]
     scalars: dict[str, np.generic]  # kernel scalars by ABI name, already in their C type (np.int32, np.float32)
     launches: tuple[KernelLaunch, ...] = ()  # what a compiled kernel runs, in order (python kernels ignore it)

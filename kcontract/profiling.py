@@ -18,14 +18,15 @@ class Clock:
 
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     gpu_peak: int = 0  # bytes the launcher's memory pool held at most
-    cache: dict[str, int] = field(default_factory=lambda: {"hit": 0, "miss": 0, "rebuilt": 0, "off": 0})
+    cache: dict[str, dict[str, int]] = field(default_factory=lambda: {
+        what: {"hit": 0, "miss": 0, "rebuilt": 0, "off": 0} for what in ("references", "inputs")})
 
     def summary(self, total: float, host_peak: int) -> dict:
         """Plain numbers for the JSON, the receipt and `--profile`."""
         staged = {f"{name}_s": round(s, 3) for name, s in self.seconds.items()}
         other = max(0.0, total - sum(self.seconds.values()))
         return {**staged, "other_s": round(other, 3), "peak_host_mb": round(host_peak / MB, 1),
-                "peak_gpu_mb": round(self.gpu_peak / MB, 1), "references": dict(self.cache)}
+                "peak_gpu_mb": round(self.gpu_peak / MB, 1), **{what: dict(n) for what, n in self.cache.items()}}
 
 
 _clock: Clock | None = None
@@ -69,11 +70,11 @@ def note_gpu_bytes(held: int) -> None:
         _clock.gpu_peak = max(_clock.gpu_peak, int(held))
 
 
-def note_cache(outcome: str) -> None:
-    """A reference came from the cache ('hit'), was computed ('miss'), replaced a corrupt copy ('rebuilt'), or
-    caching is off ('off')."""
+def note_cache(outcome: str, what: str = "references") -> None:
+    """A reference (or drawn inputs) came from the cache ('hit'), was made ('miss'), replaced a corrupt copy
+    ('rebuilt'), or caching is off ('off')."""
     if _clock is not None:
-        _clock.cache[outcome] += 1
+        _clock.cache[what][outcome] += 1
 
 
 def reset_host_peak() -> None:

@@ -252,3 +252,27 @@ def test_aborts_kills_its_process():
 def test_hangs_never_returns():
     with pytest.raises(subprocess.TimeoutExpired):
         _child("hangs", 1.5)
+
+
+def test_an_assembled_cache_equals_the_dense_pool_on_rings_and_linear_caches():
+    """build_problem's cache is Assembled from the rows' keys; built, it is the pool laid by hand, wraps included."""
+    from kcontract.families.attention.layout import build_problem
+    from kcontract.families.attention.rows import RowData
+    from kcontract.families.attention.spec import Shape
+    from kcontract.families.attention.window import Window
+    from kcontract.problem import Assembled
+
+    rng = np.random.default_rng(8)
+    shape = Shape(head_dim=16, q_heads=4, kv_heads=2)
+    for win, ring, positions in ((0, 700, [699, 300, 0]), (256, 300, [1000, 255, 599])):
+        rows = [draw(rng, pos, win, 4, 2, 16) for pos in positions]
+        data = [RowData(pos=r.pos, first=r.first, q=r.q, k=r.k, v=r.v) for r in rows]
+        problem = build_problem("p", data, shape, Window(win, ring), CHUNK, 0.25, "bf16", slots=[2, 0, 1],
+                                fill_outside=False)
+        hand = lay(rows, win, ring, slots=[2, 0, 1])
+        for name in ("k_cache", "v_cache"):
+            assembled = problem.inputs[name]
+            assert isinstance(assembled, Assembled) and assembled.nbytes == hand[name].nbytes
+            assert np.array_equal(assembled.materialise(), hand[name])
+        if win:
+            assert any(not isinstance(rows_at, slice) for _, rows_at, _ in problem.inputs["k_cache"].blocks)

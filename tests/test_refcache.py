@@ -43,27 +43,34 @@ def test_a_warm_run_takes_every_reference_from_the_cache_and_finds_the_same(cach
     warm = run(tmp_path)
     assert warm["references"] == {**cold["references"], "hit": cold["references"]["miss"], "miss": 0, "cache": "warm"}
     assert gate_counts(warm) == gate_counts(cold)
+    lookups = cold["inputs"]["hit"] + cold["inputs"]["miss"]  # gates of one run share drawn rows
+    assert cold["inputs"]["miss"] > 0 and warm["inputs"] == {**cold["inputs"], "hit": lookups, "miss": 0,
+                                                              "cache": "warm"}
 
 
 def test_a_corrupt_reference_is_rebuilt_not_trusted(cache, tmp_path):
     cold = run(tmp_path)
-    files = sorted(cache.rglob("*.ref"))
-    assert len(files) == cold["references"]["miss"]
+    files = sorted(cache.rglob("*.bin"))
+    assert len(files) == cold["references"]["miss"] + cold["inputs"]["miss"]
     data = bytearray(files[0].read_bytes())
     data[-20] ^= 0xFF  # one flipped byte in the payload
     files[0].write_bytes(bytes(data))
     again = run(tmp_path)
-    assert again["references"]["rebuilt"] == 1 and again["references"]["hit"] == len(files) - 1
+    lookups = sum(cold[w]["hit"] + cold[w]["miss"] for w in ("references", "inputs"))
+    assert sum(again[w]["rebuilt"] for w in ("references", "inputs")) == 1
+    assert sum(again[w]["hit"] for w in ("references", "inputs")) == lookups - 1
     assert gate_counts(again) == gate_counts(cold)
-    files[1].write_bytes(b"not a reference")
-    assert run(tmp_path)["references"]["rebuilt"] == 1
+    files[1].write_bytes(b"not a cache file")
+    last = run(tmp_path)
+    assert last["references"]["rebuilt"] + last["inputs"]["rebuilt"] == 1
 
 
 def test_another_seed_is_another_key_and_no_cache_computes_everything(cache, tmp_path):
     run(tmp_path)
     assert run(tmp_path, "--seed", "7")["references"]["cache"] == "cold"
     off = run(tmp_path, "--no-cache")
-    assert off["references"]["cache"] == "off" and off["references"]["hit"] == off["references"]["miss"] == 0
+    for what in ("references", "inputs"):
+        assert off[what]["cache"] == "off" and off[what]["hit"] == off[what]["miss"] == 0
 
 
 def test_profile_splits_each_gate_and_prints_at_80_columns(cache, tmp_path):

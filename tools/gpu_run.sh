@@ -8,7 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
-STEPS=${STEPS:-probe,run,bench,tests}
+STEPS=${STEPS:-probe,run,warm,bench,tests}
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
@@ -21,10 +21,18 @@ if has probe; then
   (cd tools/mma && timeout 200 python3 mma_probe_device.py "$OUT/mma" > "$OUT/mma.log" 2>&1) &
   probe=$!
 fi
-if has run; then
-  timeout "${RUN_LIMIT:-330}" python3 -m kcontract run --jobs "${JOBS:-8}" --receipt "$OUT/receipt.json" \
-    > "$OUT/run.log" 2>&1
-  echo "run exit $? after $((SECONDS - started)) s" >> "$OUT/run.log"
+if has run; then  # cold: no cached inputs or references
+  rm -rf "$KCONTRACT_CACHE/references"
+  began=$SECONDS
+  timeout "${RUN_LIMIT:-330}" python3 -m kcontract run --jobs "${JOBS:-auto}" --receipt "$OUT/receipt.json" \
+    --json "$OUT/cold.json" --profile > "$OUT/run.log" 2>&1
+  echo "run exit $? after $((SECONDS - began)) s (cold)" >> "$OUT/run.log"
+fi
+if has warm; then  # again, inputs and references from the cache
+  began=$SECONDS
+  timeout "${RUN_LIMIT:-330}" python3 -m kcontract run --jobs "${JOBS:-auto}" --receipt "$OUT/receipt-warm.json" \
+    --json "$OUT/warm.json" --profile > "$OUT/warm.log" 2>&1
+  echo "run exit $? after $((SECONDS - began)) s (warm)" >> "$OUT/warm.log"
 fi
 [ -n "${probe:-}" ] && wait "$probe"
 if has bench; then
@@ -38,6 +46,9 @@ if has tests; then
 fi
 echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/mma.log" ] && grep -E "MATCH|FINAL|LAYOUT" "$OUT/mma.log" | tail -4
-[ -f "$OUT/run.log" ] && grep -E "FAIL|MISSED|error|crashed|timed out|SUMMARY|run exit|worst:" "$OUT/run.log" | cut -c1-220 | tail -40
+[ -f "$OUT/run.log" ] && grep -E "FAIL|MISSED|error|crashed|timed out|SUMMARY|run exit|worst:|jobs auto" "$OUT/run.log" | cut -c1-220 | tail -40
+[ -f "$OUT/cold.json" ] && python3 tools/profile_top.py "$OUT/cold.json" 12
+[ -f "$OUT/warm.log" ] && grep -E "SUMMARY|run exit|jobs auto" "$OUT/warm.log"
+[ -f "$OUT/warm.json" ] && python3 tools/profile_top.py "$OUT/warm.json" 6
 [ -f "$OUT/bench.log" ] && tail -60 "$OUT/bench.log" | cut -c1-200
 [ -f "$OUT/gpu-tests.log" ] && tail -6 "$OUT/gpu-tests.log"

@@ -56,9 +56,11 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
                      and any(g in NEEDS_DEVICE for g in t.gates)})
     if on_gpu:
         cuda_ready(on_gpu)
+    if jobs == "auto":
+        jobs, why = auto_jobs(loaded, gpu=bool(on_gpu))
+        err.print(f"--jobs auto: {why}", markup=False)
     with RunProgress(out, work_units(loaded, tasks)) as progress:
-        result = run_contract(loaded, tasks, auto_jobs() if jobs == "auto" else jobs, progress.step, progress.done,
-                              whole=not selection.partial)
+        result = run_contract(loaded, tasks, jobs, progress.step, progress.done, whole=not selection.partial)
     summary = result.summary
     if out.is_terminal:
         if result.entries:

@@ -198,8 +198,9 @@ def _check_cases(problems: _Problems, family: Family, kernel: KernelRef, base: P
                 at = _case_parts(family, name)
                 problems.add(base + at, why)
                 break
+    host_buffers = kernel.cuda is None and not (kernel.python and kernel.device)
     for name in names:
-        need = family.case_bytes(name)
+        need = family.case_bytes(name) + (family.case_buffer_bytes(name) if host_buffers else 0)
         if memory and need > memory:
             problems.add(base + _case_parts(family, name),
                          f"a case that fits in memory: its largest call needs at least {size_text(need)} "

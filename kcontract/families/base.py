@@ -28,6 +28,12 @@ class Family(ABC):
 
     def __init__(self, entry: str, spec: BaseModel, seed: int):
         self.entry, self.spec, self.seed = entry, spec, seed
+        self.store = None  # the run's on-disk cache (kcontract.refcache.ReferenceCache), set by the runner
+
+    def memo(self, parts: tuple, make):
+        """Drawn inputs named by `parts` (they depend on the seed and spec, never the kernel): cached on disk
+        across runs when the runner gives a store, else made now."""
+        return make() if self.store is None else self.store.memo(self, parts, make)
 
     def cases(self, gate: int) -> list[str]:
         """The cases `gate` runs for this entry, in order (`--case` and replay commands name them)."""
@@ -58,7 +64,11 @@ class Family(ABC):
         return []
 
     def case_bytes(self, case: str) -> int:
-        """Host bytes the largest call of a case needs (inputs, outputs, reference), for load-time refusal."""
+        """Host bytes a worker holds for a case (drawn inputs, reference), for load-time refusal."""
+        return 0
+
+    def case_buffer_bytes(self, case: str) -> int:
+        """Bytes of a case's calls' buffers as built where the kernel runs (host memory for a Python kernel)."""
         return 0
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from kcontract.errors import EnvironmentProblem
 from kcontract.launch.base import KernelFailure
 from kcontract.numerics import poison_bits
-from kcontract.problem import KernelLaunch, Problem
+from kcontract.problem import KernelLaunch, Problem, built
 from kcontract.profiling import note_gpu_bytes
 from kcontract.records.attributes import compare_loaded_attributes, record_row
 from kcontract.records.records import records_root
@@ -109,7 +109,7 @@ class CudaLauncher:
             calls = []
             for problem, stream in zip(problems, self.streams * len(problems)):
                 with stream:
-                    buffers = {name: cp.asarray(array) for name, array in problem.inputs.items()}
+                    buffers = {name: built(array, cp) for name, array in problem.inputs.items()}
                     outputs = {name: poisoned(cp, spec) for name, spec in problem.outputs.items()}
                     values = {**buffers, **outputs, **problem.scalars}
                     self.launch_steps(problem.launches, values, stream, problem.label)
@@ -118,6 +118,9 @@ class CudaLauncher:
                 stream.synchronize()
             note_gpu_bytes(cp.get_default_memory_pool().total_bytes())
             return [{name: out.get() for name, out in outputs.items()} for _, outputs in calls]
+        except cp.cuda.memory.OutOfMemoryError as error:
+            raise KernelFailure(f"call {problems[0].label} of kernel {self.label} needs more GPU memory than is "
+                                f"free ({error}): shorten the case's cache, or run fewer workers (--jobs)") from None
         except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as error:
             text = str(error)
             fatal = any(word in text.lower() for word in STICKY)
@@ -166,7 +169,7 @@ class DeviceLauncher:
         results = []
         for problem, stream in zip(problems, self.streams * len(problems)):
             with stream:
-                inputs = {name: cp.asarray(array) for name, array in problem.inputs.items()}
+                inputs = {name: built(array, cp) for name, array in problem.inputs.items()}
                 outputs = {name: poisoned(cp, spec) for name, spec in problem.outputs.items()}
                 try:
                     self.fn(**inputs, **outputs, **problem.scalars)

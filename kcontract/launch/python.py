@@ -11,7 +11,7 @@ import numpy as np
 
 from kcontract.launch.base import KernelFailure
 from kcontract.numerics import poison_bits
-from kcontract.problem import OutputSpec, Problem
+from kcontract.problem import OutputSpec, Problem, built
 
 BIT_FORMATS = ("bf16", "fp16")  # formats that travel as uint16 bit patterns
 
@@ -86,7 +86,7 @@ class PythonLauncher:
     def run(self, problem: Problem) -> dict[str, np.ndarray]:
         inputs = {}
         for name, array in problem.inputs.items():
-            view = array.view()
+            view = built(array).view()
             view.flags.writeable = False  # a kernel that writes its inputs fails loudly
             inputs[name] = view
         outputs = {name: poisoned(name, spec) for name, spec in problem.outputs.items()}

@@ -32,17 +32,18 @@ def run_document(entries: list[Outcome], controls: list[Outcome], summary: Summa
         "counts": _plain(summary),
         "planted": dict(planted),
         "references": reference_counts(entries + controls),
+        "inputs": reference_counts(entries + controls, "inputs"),
         "entries": [_plain(o) for o in entries],
         "controls": [_plain(o) for o in controls],
     }
 
 
-def reference_counts(outcomes: list[Outcome]) -> dict:
-    """The run's references: how many came from the cache, were computed or rebuilt; 'warm' when all cached."""
+def reference_counts(outcomes: list[Outcome], what: str = "references") -> dict:
+    """How many references (or drawn inputs) came from the cache, were made or rebuilt; 'warm' when all cached."""
     counts = {"hit": 0, "miss": 0, "rebuilt": 0, "off": 0}
     for o in outcomes:
         for r in o.gates.values():
-            for key, n in r.profile.get("references", {}).items():
+            for key, n in r.profile.get(what, {}).items():
                 counts[key] = counts.get(key, 0) + n
     used = counts["hit"] + counts["miss"] + counts["rebuilt"]
     counts["cache"] = ("off" if counts["off"] and not used else "warm" if used and counts["hit"] == used

@@ -29,11 +29,12 @@ def execute(task: Task, report: Callable[[Progress], None] = lambda p: None) -> 
         entry = loaded.entry(task.entry)
         kernel = entry.kernel if task.kind == "entry" else loaded.control(task.name).kernel
         family = type(entry.family)(entry.name, entry.family.spec, task.seed)
+        family.store = ReferenceCache(reference_root(task.contract_path), enabled=task.cache)
         ctx = GateContext(loaded, entry, family, kernel, task.seed, task.contract_path, task.case,
                           control=task.name if task.kind == "control" else None,
                           make_launcher=lambda: launcher_for(kernel, loaded, entry),
                           progress=lambda gate, case: report(Progress(task, gate, case)),
-                          references=ReferenceCache(reference_root(task.contract_path), enabled=task.cache))
+                          references=family.store)
         try:
             for gate in task.gates:
                 began = time.perf_counter()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Callable
 
 from kcontract.contract.loaded import LoadedContract
+from kcontract.machine import free_gpu_memory, physical_memory, size_text, usable_cores
 from kcontract.records.gate5 import orphan_records
 from kcontract.report.summary import Summary, summarise
 from kcontract.runner.outcome import Outcome, Progress, Task
@@ -35,9 +35,23 @@ def work_units(loaded: LoadedContract, tasks: list[Task]) -> int:
     return total
 
 
-def auto_jobs() -> int:
-    """Workers for `--jobs auto`: one per core, at most 8."""
-    return max(1, min(os.cpu_count() or 1, 8))
+GPU_WORKER_BYTES = 12 << 30  # device memory one worker may hold: a 262,144-key pool and its re-laid variant
+HOST_WORKER_FLOOR = 1 << 30  # host memory a worker holds at least (interpreter, CUDA context, buffers)
+
+
+def auto_jobs(loaded: LoadedContract, gpu: bool) -> tuple[int, str]:
+    """Workers for `--jobs auto` and why: one per core, as many as host memory holds at the contract's largest
+    case, and (when tasks use the GPU) as many as its free memory holds at GPU_WORKER_BYTES each."""
+    cores = usable_cores()
+    need = max([HOST_WORKER_FLOOR] + [e.family.case_bytes(c) for e in loaded.entries for c in e.family.cases(1)])
+    host = physical_memory() // need if physical_memory() else cores
+    jobs, why = min(cores, host), [f"{cores} cores", f"{size_text(physical_memory())} host / {size_text(need)}"]
+    if gpu:
+        free = free_gpu_memory()
+        jobs = min(jobs, free // GPU_WORKER_BYTES)
+        why.append(f"{size_text(free)} GPU free / {size_text(GPU_WORKER_BYTES)}")
+    jobs = max(1, jobs)
+    return jobs, f"{jobs} workers ({', '.join(why)})"
 
 
 def run_tasks(tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],

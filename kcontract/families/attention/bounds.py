@@ -43,14 +43,16 @@ def expected_bounds(center: np.ndarray, radius: np.ndarray, fmt: str) -> tuple[n
 
 def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: np.ndarray, scale: float,
                      arith: Arithmetic, xp=None) -> RowRange:
-    """Reference and range of one row: q [Hq, D], k and v [n, Hk, D] (visible keys, key order).
+    """Reference and range of one row: q [Hq, D], k and v [n, Hk, D] (visible keys, key order), as values or
+    bf16 bit patterns (uint16).
 
     xp (numpy or cupy, default the reference module: CuPy on a GPU) computes; the result is on the host.
     """
     xp = reference_module() if xp is None else xp
     chunk_host = np.asarray(chunk_of_key, dtype=np.int64)
     hq, d, n, hk = _check(np.asarray(q), np.asarray(k), np.asarray(v), chunk_host)
-    q, k, v = (xp.asarray(np.asarray(x, dtype=np.float64)) for x in (q, k, v))
+    q = as_float64(xp.asarray(q))
+    k, v = xp.asarray(k), xp.asarray(v)  # bf16 bits (uint16) or floats; made float64 a block of keys at a time
     chunk = xp.asarray(chunk_host)
     group = hq // hk
     starts = np.concatenate([[0], np.flatnonzero(np.diff(chunk_host)) + 1])
@@ -79,6 +81,14 @@ def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: 
     return RowRange(center, radius, facts)
 
 
+def as_float64(x):
+    """float64 values of an array of values, or of bf16 bit patterns (uint16), with its own array module."""
+    xp = array_module(x)
+    if x.dtype == np.uint16:
+        return (x.astype(xp.uint32) << 16).view(xp.float32).astype(xp.float64)
+    return xp.ascontiguousarray(x, dtype=xp.float64)
+
+
 def _check(q, k, v, chunk) -> tuple[int, int, int, int]:
     """Shapes and chunk index; ValueError naming what is wrong."""
     if q.ndim != 2 or k.ndim != 3 or k.shape != v.shape:
@@ -100,7 +110,7 @@ def _scores(qg: np.ndarray, kg: np.ndarray, scale: float) -> tuple[np.ndarray, n
     abs_dot = xp.empty_like(s)
     aq = xp.abs(qg)
     for b0 in range(0, n, BLOCK):
-        kb = xp.ascontiguousarray(kg[b0:b0 + BLOCK])
+        kb = as_float64(kg[b0:b0 + BLOCK])
         s[:, b0:b0 + BLOCK] = (kb @ qg.T).T
         abs_dot[:, b0:b0 + BLOCK] = (xp.abs(kb) @ aq.T).T
     return s * scale, abs_dot
@@ -180,7 +190,7 @@ def _linear_sums(num: WeightSystem, vg: np.ndarray) -> dict:
     g, n, d = num.ref.shape[0], vg.shape[0], vg.shape[1]
     out = {"numer": xp.zeros((g, d)), "hi_abs": xp.zeros((g, d)), "dev_abs": xp.zeros((g, d))}
     for b0 in range(0, n, BLOCK):
-        vb = xp.ascontiguousarray(vg[b0:b0 + BLOCK])
+        vb = as_float64(vg[b0:b0 + BLOCK])
         av = xp.abs(vb)
         out["numer"] += (vb.T @ num.ref[:, b0:b0 + BLOCK].T).T
         out["hi_abs"] += (av.T @ num.hi[:, b0:b0 + BLOCK].T).T
@@ -202,7 +212,7 @@ def _chunk_pass(num: WeightSystem, vg: np.ndarray, starts, o: np.ndarray, shared
     carry = xp.zeros((g, d))
     part = xp.empty((BLOCK, d))
     for b0, b1, c0, nc, closes in _blocks(starts, n):
-        vb = xp.ascontiguousarray(vg[b0:b1])
+        vb = as_float64(vg[b0:b1])
         buf = part[:b1 - b0]
         for h in range(g):
             xp.multiply(num.chunk_ref[h, b0:b1, None], vb, out=buf)

@@ -80,13 +80,24 @@ class AttentionDecode(Family):
         return {"window": "ring" if self._case(case).cache.kind == "ring" else "none"}
 
     def case_bytes(self, case: str) -> int:
-        """Two calls' caches (base and one variant at a time), the re-laid cache, the longest row's reference."""
+        """Host bytes a worker holds at most: the rows' keys and two order probes (the caches are Assembled from
+        them), drawing the longest row, and its float64 reference's per-key arrays."""
         c, shape = self._case(case), self.spec.shape
-        slot = c.cache.rows * shape.kv_heads * shape.head_dim * BF16 * 2  # k and v of one cache slot
-        longest = max(pos - self.window_of(c).first(pos) + 1 for pos in c.rows)
-        reference = longest * shape.kv_heads * shape.head_dim * 8 * 2 + longest * shape.q_heads * 8 * 12
-        pool = (c.streams or len(c.rows)) * slot
-        return 2 * pool + pool * factor_for(pool) + reference
+        window = self.window_of(c)
+        keys = [pos - window.first(pos) + 1 for pos in c.rows]
+        per_key = shape.kv_heads * shape.head_dim * BF16 * 2  # k and v bits of one key
+        sequences = sum(sorted(keys)[-c.streams:]) if c.streams else sum(keys)
+        longest = max(keys)
+        draw = longest * shape.kv_heads * shape.head_dim * 12  # float32 draws and their conversion
+        reference = longest * shape.q_heads * 8 * 24
+        return (sequences + 2 * longest) * per_key + draw + reference
+
+    def case_buffer_bytes(self, case: str) -> int:
+        """The base call's cache pool (rows, order probes, a filler slot), one variant's, and the longer cache's."""
+        c, shape = self._case(case), self.spec.shape
+        slots = (c.streams or len(c.rows)) + 3
+        pool = slots * c.cache.rows * shape.kv_heads * shape.head_dim * BF16 * 2
+        return 2 * pool + pool * factor_for(pool)
 
     def _case(self, name: str) -> Case:
         for case in self.spec.cases:
@@ -106,7 +117,11 @@ class AttentionDecode(Family):
 
     @functools.lru_cache(maxsize=8)
     def _rows(self, case_name: str) -> tuple[RowData, ...]:
-        """The case's rows, drawn once per (seed, entry, case)."""
+        """The case's rows, drawn once per (seed, entry, case) and kept in the run's cache."""
+        return self.memo(("rows", case_name), lambda: self._draw_rows(case_name))
+
+    def _draw_rows(self, case_name: str) -> tuple[RowData, ...]:
+        """Draw the case's rows: realistic rows, or streams whose rows share a sequence."""
         case = self._case(case_name)
         rng = stream(self.seed, self.entry, case_name, "rows")
         window = self.window_of(case)
@@ -133,9 +148,8 @@ class AttentionDecode(Family):
         """Gate 2: the case's rows plus order probes, and every variant call."""
         rows = list(self._rows(case))
         window = self.window_of(self._case(case))
-        rng = stream(self.seed, self.entry, case, "fillers")
-        rows += [order_probe_row(rng, self.spec.shape, window, pos) for pos in probe_positions(rows)]
-        fillers = self._fillers(rng, window)
+        probes, fillers = self.memo(("gate2-rows", case), lambda: self._gate2_rows(case, rows, window))
+        rows += probes
 
         def build(label, batch, window=window, **kw):
             return self._build(f"{case}/{label}", batch, window, **kw)
@@ -147,6 +161,12 @@ class AttentionDecode(Family):
         plan = VariantPlan(rows=rows, fillers=fillers, window=window, chunk=self.spec.arithmetic.chunk, build=build,
                            slots=slots)
         return [InvarianceSet(case, base, ("out",), plan_variants(plan, base), axes=AXES)]
+
+    def _gate2_rows(self, case: str, rows: list[RowData], window: Window) -> tuple[list[RowData], list[RowData]]:
+        """Gate 2's order probes (at the case's longest and a middle position) and its filler rows."""
+        rng = stream(self.seed, self.entry, case, "fillers")
+        probes = [order_probe_row(rng, self.spec.shape, window, pos) for pos in probe_positions(rows)]
+        return probes, self._fillers(rng, window)
 
     def _fillers(self, rng, window: Window) -> list[RowData]:
         """Other rows at other positions, all reading one sequence so a batch of 64 needs two cache slots."""
@@ -164,9 +184,12 @@ class AttentionDecode(Family):
         """Gate 3: rows whose chunk maxima lie tens of nats apart, over 128+ chunks."""
         stress, a = self.spec.stress, self.spec.arithmetic
         window = stress_window(stress, a.chunk)
-        rng = stream(self.seed, self.entry, "merge-stress")
-        rows = [stress_row(rng, self.spec.shape, self.spec.values, window, pos, a.chunk, stress.gap_nats, self.scale)
-                for pos in stress_positions(stress, a.chunk)]
+        def draw() -> list[RowData]:
+            rng = stream(self.seed, self.entry, "merge-stress")
+            return [stress_row(rng, self.spec.shape, self.spec.values, window, pos, a.chunk, stress.gap_nats,
+                               self.scale) for pos in stress_positions(stress, a.chunk)]
+
+        rows = self.memo(("merge-stress",), draw)
         problem = self._build(STRESS_CASE, rows, window)
         return [Checked(STRESS_CASE, problem, lambda: Reference([expected_outputs(rows, a, self.scale)]))]
 

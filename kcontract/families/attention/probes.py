@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.families.attention.rows import RowData
+from kcontract.families.attention.rows import RowData, bf16_bits_of
 from kcontract.families.attention.spec import Shape
 from kcontract.families.attention.window import Window
 from kcontract.numerics import rn_bits
@@ -23,17 +23,20 @@ def order_probe_row(rng: np.random.Generator, shape: Shape, window: Window, pos:
     hq, hk, d = shape.q_heads, shape.kv_heads, shape.head_dim
     first = window.first(pos)
     n = pos - first + 1
-    v = rng.integers(-16, 17, size=(n, hk, d)) / 16.0
+    sixteenths = rn_bits(np.arange(-16, 17) / 16.0, "bf16")  # every small value is exact in bf16
+    v = sixteenths[rng.integers(0, 33, size=(n, hk, d), dtype=np.int8)]  # bits, one byte a draw (long rows)
+    big, minus_big = rn_bits(np.array([BIG, -BIG]), "bf16")
     if n >= 2:
         for kh in range(hk):
             for col in range(d):
                 keys = rng.choice(n, size=min(2 * PAIRS, n - n % 2), replace=False)
                 half = len(keys) // 2
-                v[keys[:half], kh, col] = BIG
-                v[keys[half:2 * half], kh, col] = -BIG
-    k = rng.standard_normal((n, hk, d)) * 0.1
-    return RowData(pos=pos, first=first, q=rn_bits(np.zeros((hq, d)), "bf16"), k=rn_bits(k, "bf16"),
-                   v=rn_bits(v, "bf16"), filler_seed=int(rng.integers(2**31)), tag="order-probe")
+                v[keys[:half], kh, col] = big
+                v[keys[half:2 * half], kh, col] = minus_big
+    k = rng.standard_normal((n, hk, d), dtype=np.float32)
+    k *= np.float32(0.1)
+    return RowData(pos=pos, first=first, q=rn_bits(np.zeros((hq, d)), "bf16"), k=bf16_bits_of(k), v=v,
+                   filler_seed=int(rng.integers(2**31)), tag="order-probe")
 
 
 def probe_positions(rows: list[RowData]) -> list[int]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.families.attention.rows import RowData, scaled_normal
+from kcontract.families.attention.rows import RowData, bf16_bits_of, scaled_normal
 from kcontract.families.attention.spec import Shape, Values
 from kcontract.families.attention.window import Window
-from kcontract.numerics import bf16_from_f32_bits, rn_bits
+from kcontract.numerics import rn_bits
 
 ROW_KINDS = ("plain", "mean-shifted", "peaked", "peaked+mean-shifted")
 
@@ -26,7 +26,7 @@ def realistic_row(rng: np.random.Generator, shape: Shape, values: Values, window
         v += (signs * rng.uniform(0.5, 1.5, size=(hk, d)) * values.v_mean).astype(np.float32)
     if "peaked" in kind and values.peaked_keys and values.peak_nats:
         add_peaks(rng, q, k, shape, min(values.peaked_keys, n), values.peak_nats, scale)
-    return RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=bf16_from_f32_bits(k), v=bf16_from_f32_bits(v),
+    return RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=bf16_bits_of(k), v=bf16_bits_of(v),
                    filler_seed=int(rng.integers(2**31)), tag=kind)
 
 

@@ -17,9 +17,8 @@ def expected_outputs(rows: list[RowData], arith: Arithmetic, scale: float) -> Ex
     """Per-output [RN(lo), RN(hi)] for every row of a call, in the declared output format."""
     centers, los, his = [], [], []
     for row in rows:
-        q, k, v = row.floats()
         positions = np.arange(row.first, row.pos + 1)
-        rng = decode_row_range(q, k, v, chunk_of_key(positions, row.first, arith.chunk), scale, arith)
+        rng = decode_row_range(row.q, row.k, row.v, chunk_of_key(positions, row.first, arith.chunk), scale, arith)
         lo, hi = expected_bounds(rng.center, rng.radius, arith.out)
         centers.append(rng.center)
         los.append(lo)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kcontract.numerics import from_bits, rn_bits
+from kcontract.numerics import bf16_from_f32_bits, from_bits, rn_bits
 
 
 @dataclass
@@ -41,6 +41,14 @@ class RowData:
 def scaled_normal(rng: np.random.Generator, shape: tuple[int, ...], rms: np.ndarray, dtype=np.float64) -> np.ndarray:
     """Normal draws rescaled so each vector along the last axis has the given RMS (to the dtype's precision)."""
     x = rng.standard_normal(shape, dtype=dtype)
-    norm = np.sqrt(np.mean(x * x, axis=-1, keepdims=True))
+    norm = np.sqrt(np.einsum("...i,...i->...", x, x)[..., None] / shape[-1])  # no squared copy of a long x
     x *= (rms[..., None] / norm).astype(dtype)
     return x
+
+
+def bf16_bits_of(x: np.ndarray, keys: int = 16384) -> np.ndarray:
+    """bf16 bits of float32 x by RN-even, a block of `keys` along axis 0 at a time (long rows stay lean)."""
+    bits = np.empty(x.shape, dtype=np.uint16)
+    for i in range(0, len(x), keys):
+        bits[i:i + keys] = bf16_from_f32_bits(x[i:i + keys])
+    return bits

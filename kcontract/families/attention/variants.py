@@ -13,7 +13,7 @@ from kcontract.problem import Problem, Variant
 
 BATCH_SIZES = (2, 7, 16, 64)
 LONGER_CACHE = 16  # the cache is declared this many times longer, same content
-LONGER_CACHE_BYTES = 4 << 30  # the re-laid pool's budget: the factor shrinks to fit it, but never below 2
+LONGER_CACHE_BYTES = 4 << 30  # the re-laid pool's device bytes: the factor shrinks to fit, but never below 2
 
 
 @dataclass
