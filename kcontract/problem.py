@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from kcontract.numerics.xp import to_device
+
 
 @dataclass(frozen=True)
 class OutputSpec:
@@ -47,13 +49,13 @@ class Assembled:
         """The whole buffer, built with numpy or CuPy (there the blocks are copied straight to the device)."""
         out = xp.full(self.shape, self.fill, dtype=self.dtype)
         for first, rows, data in self.blocks:
-            out[first, rows if isinstance(rows, slice) else xp.asarray(rows)] = xp.asarray(data)
+            out[first, rows if isinstance(rows, slice) else xp.asarray(rows)] = built(data, xp)
         return out
 
 
 def built(value, xp=np):
-    """An input as an array of xp: Assembled inputs are built, arrays converted."""
-    return value.materialise(xp) if isinstance(value, Assembled) else xp.asarray(value)
+    """An input as an array of xp (numpy or CuPy): Assembled inputs are built, host arrays copied."""
+    return value.materialise(xp) if isinstance(value, Assembled) else to_device(value, xp)
 
 
 @dataclass

@@ -117,6 +117,7 @@ class CudaLauncher:
             for stream, _ in calls:
                 stream.synchronize()
             note_gpu_bytes(cp.get_default_memory_pool().total_bytes())
+            cp.get_default_pinned_memory_pool().free_all_blocks()
             return [{name: out.get() for name, out in outputs.items()} for _, outputs in calls]
         except cp.cuda.memory.OutOfMemoryError as error:
             raise KernelFailure(f"call {problems[0].label} of kernel {self.label} needs more GPU memory than is "

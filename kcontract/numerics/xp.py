@@ -48,6 +48,17 @@ def reference_device() -> str:
     return "cpu" if reference_module() is np else "gpu"
 
 
+def to_device(host, xp):
+    """A host array as an array of xp; to CuPy by a plain copy, with no pinned staging buffer left behind in
+    CuPy's pinned pool (`cupy.asarray` stages through it, and the pool keeps host memory the size of every input)."""
+    if xp is np or array_module(host) is not np:
+        return xp.asarray(host)
+    host = np.ascontiguousarray(host)
+    device = xp.empty(host.shape, dtype=host.dtype)
+    device.set(host)
+    return device
+
+
 def to_host(a) -> np.ndarray:
     """A numpy array of a (a copy from the GPU where it lives there)."""
     return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)

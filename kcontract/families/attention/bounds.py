@@ -20,7 +20,7 @@ from kcontract.families.attention.weights import (
     weight_systems,
 )
 from kcontract.numerics import U32, gamma, round_to
-from kcontract.numerics.xp import array_module, reference_module, segment_reduce, to_host
+from kcontract.numerics.xp import array_module, reference_module, segment_reduce, to_device, to_host
 
 BLOCK = 2048  # keys per block of the batched sums
 DIV_ROUNDINGS = {"ieee": 1, "rcp_rn": 2, "rcp_approx": 5, "div_full": 6, "fdividef": 6}  # u's of O / L
@@ -51,8 +51,8 @@ def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: 
     xp = reference_module() if xp is None else xp
     chunk_host = np.asarray(chunk_of_key, dtype=np.int64)
     hq, d, n, hk = _check(np.asarray(q), np.asarray(k), np.asarray(v), chunk_host)
-    q = as_float64(xp.asarray(q))
-    k, v = xp.asarray(k), xp.asarray(v)  # bf16 bits (uint16) or floats; made float64 a block of keys at a time
+    q = as_float64(to_device(q, xp))
+    k, v = to_device(k, xp), to_device(v, xp)  # bf16 bits (uint16) or floats; made float64 a block at a time
     chunk = xp.asarray(chunk_host)
     group = hq // hk
     starts = np.concatenate([[0], np.flatnonzero(np.diff(chunk_host)) + 1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,13 +30,21 @@ class RowData:
 
     def outside(self, positions: np.ndarray, hk: int, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Finite k/v bits for stored positions before the window (never visible to a correct kernel)."""
-        if self.filler_value is not None:
-            bits = rn_bits(np.full((len(positions), hk, d), self.filler_value), "bf16")
-            return bits, bits.copy()
-        rng = np.random.default_rng([self.filler_seed, len(positions)])
-        k = rn_bits(rng.standard_normal((len(positions), hk, d)) * 0.1, "bf16")
-        v = rn_bits(rng.standard_normal((len(positions), hk, d)), "bf16")
-        return k, v
+        return outside_bits(self.filler_seed, self.filler_value, len(positions), hk, d)
+
+
+@functools.lru_cache(maxsize=64)
+def outside_bits(seed: int, value: float | None, n: int, hk: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-window k/v bits of n keys: the value everywhere, or noise from (seed, n); made once per run, read-only."""
+    if value is not None:
+        k = rn_bits(np.full((n, hk, d), value), "bf16")
+        v = k.copy()
+    else:
+        rng = np.random.default_rng([seed, n])
+        k = bf16_bits_of(rng.standard_normal((n, hk, d), dtype=np.float32) * np.float32(0.1))
+        v = bf16_bits_of(rng.standard_normal((n, hk, d), dtype=np.float32))
+    k.flags.writeable = v.flags.writeable = False
+    return k, v
 
 
 def scaled_normal(rng: np.random.Generator, shape: tuple[int, ...], rms: np.ndarray, dtype=np.float64) -> np.ndarray:
