@@ -67,6 +67,11 @@ class Problem:
     outputs: dict[str, OutputSpec]
     scalars: dict[str, np.generic]  # kernel scalars by ABI name, already in their C type (np.int32, np.float32)
     launches: tuple[KernelLaunch, ...] = ()  # what a compiled kernel runs, in order (python kernels ignore it)
+    fetch: tuple[str, ...] | None = None  # outputs a GPU launcher copies back (None: all), so workspaces stay put
+
+    def fetched(self, outputs: dict) -> dict:
+        """The outputs to copy back."""
+        return {name: out for name, out in outputs.items() if self.fetch is None or name in self.fetch}
 
 
 @dataclass

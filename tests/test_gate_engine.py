@@ -72,9 +72,13 @@ def test_zero_outputs_checked_fails():
 
 
 class FlipLauncher:
-    """Returns base bits, except that batches larger than one get one bit flipped."""
+    """Returns base bits, except that batches larger than one get one bit flipped; notes what it was asked back."""
+
+    def __init__(self):
+        self.fetched = set()
 
     def run(self, problem):
+        self.fetched.add(problem.fetch)
         out = np.full(problem.outputs["out"].shape, 0x3F80, dtype=np.uint16)
         if out.shape[0] > 1:
             out[-1, 3] ^= 1
@@ -96,9 +100,11 @@ def inv_set(batch_sizes) -> InvarianceSet:
 def test_invariance_gate_flags_any_changed_bit(sizes, passes):
     family = FakeFamily()
     family.invariance = lambda case: [inv_set(sizes)]
-    r = invariance.run(ctx(FlipLauncher(), family))
+    launcher = FlipLauncher()
+    r = invariance.run(ctx(launcher, family))
     assert r.passed is passes
     assert r.checked == 8 * len(sizes)
+    assert launcher.fetched == {("out",)}  # only the compared outputs come back from the device
     if not passes:
         assert r.worst.coords == {"row": 0, "dim": 3} and "b2" in r.worst.got
         assert "atomics" in r.message

@@ -43,6 +43,7 @@ def run(ctx: GateContext) -> GateResult:
 
 def _check_set(ctx: GateContext, inv: InvarianceSet, result: GateResult) -> int:
     """Run the base and each variant; tally compared outputs into result; return the variants run."""
+    inv.base.fetch = inv.outputs  # only compared outputs come back (a batch of 64's partials would not fit)
     with stage("launch"):
         base = ctx.launcher.run(inv.base)
     nan = {name: _nan_mask(base[name], inv.base.outputs[name].fmt) for name in inv.outputs}
@@ -54,6 +55,9 @@ def _check_set(ctx: GateContext, inv: InvarianceSet, result: GateResult) -> int:
     count = 0
     for variant in timed(lambda: inv.variants, "inputs"):
         count += 1
+        variant.problem.fetch = inv.outputs
+        if variant.concurrent_with is not None:
+            variant.concurrent_with.fetch = ()
         with stage("launch"):
             if variant.concurrent_with is not None:
                 got = ctx.launcher.run_concurrent([variant.problem, variant.concurrent_with])[0]

@@ -113,7 +113,7 @@ class CudaLauncher:
                     outputs = {name: poisoned(cp, spec) for name, spec in problem.outputs.items()}
                     values = {**buffers, **outputs, **problem.scalars}
                     self.launch_steps(problem.launches, values, stream, problem.label)
-                calls.append((stream, outputs))
+                calls.append((stream, problem.fetched(outputs)))
             for stream, _ in calls:
                 stream.synchronize()
             note_gpu_bytes(cp.get_default_memory_pool().total_bytes())
@@ -177,7 +177,7 @@ class DeviceLauncher:
                 except Exception as error:  # the kernel's own exception, in one line
                     raise KernelFailure(f"kernel {self.target} raised {type(error).__name__}: {error} in call "
                                         f"{problem.label}", traceback.format_exc()) from None
-            results.append((stream, outputs))
+            results.append((stream, problem.fetched(outputs)))
         for stream, _ in results:
             stream.synchronize()
         note_gpu_bytes(cp.get_default_memory_pool().total_bytes())
