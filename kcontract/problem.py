@@ -84,6 +84,7 @@ class Expected:
     hi: np.ndarray  # float64 values of RN(hi) in fmt
     center: np.ndarray  # float64 reference before output rounding
     axes: tuple[str, ...]  # coordinate names, one per axis, e.g. ("row", "head", "dim")
+    mask: np.ndarray | None = None  # which elements are checked (None: all), e.g. the partial slots a row uses
 
 
 @dataclass

@@ -550,3 +550,43 @@ def test_tensor_core_scores_stay_inside_the_mma_range(d, ratio, n, chunk):
 if __name__ == "__main__":
     run_campaign()
     print("\n".join(summary_lines()))
+
+
+def partials_outside(row: Row, order: Order, rng) -> dict[str, int]:
+    """Emulated fp32 partials of one order outside the contract's per-chunk ranges, per partial."""
+    from kcontract.families.attention.partials import partial_ranges
+
+    s = scores_fp32(row, order, rng)
+    m, l, o = chunk_partials(row, s, order, rng)
+    ranges = partial_ranges(row.q, row.k, row.v, chunk_index(row.first, row.k.shape[0], order.chunk), row.scale,
+                            order.arithmetic())
+    found = {}
+    for name, got, (lo, hi, _) in (("m", m, ranges.m), ("l", l, ranges.l), ("o", o, ranges.o)):
+        found[name] = int(np.sum(~((got >= lo) & (got <= hi))))
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 600), ratio=st.sampled_from([1, 3, 8]),
+       chunk=st.sampled_from([1, 7, 64, 256]), prob=st.sampled_from(["none", "bf16", "bf16_numerator"]),
+       exp=st.sampled_from(["expf", "exp2f", "__expf"]), tile=st.sampled_from([0, 16]))
+def test_partials_of_any_order_stay_inside_their_fp32_ranges(seed, n, ratio, chunk, prob, exp, tile):
+    """m_c, l_c and o_c of sequential, permuted, pairwise, BLAS, pushed-exp and online-tile orders."""
+    rng = np.random.default_rng(seed)
+    row = draw_row(rng, n, ratio, 1, 128, v_mean=float(seed % 2), peaks=seed % 3, lift=6.0 * (seed % 5 == 0),
+                   chunk=chunk)
+    base = Order(chunk=chunk, exp=exp, prob_round=prob, tile=tile if chunk > tile > 0 else 0)
+    for order in (replace(base, dot="fma", acc="perm", fma=False), replace(base, dot="pairwise", acc="pairwise"),
+                  replace(base, acc="blas", push=True, exp_ulps=3 if exp != "__expf" else 2),
+                  replace(base, dot="mma", mma=True)):
+        if order.dot == "mma" and exp != "expf":
+            continue
+        assert partials_outside(row, order, rng) == {"m": 0, "l": 0, "o": 0}, order
+
+
+@pytest.mark.parametrize("d, ratio, n", [(512, 16, 3000), (256, 2, 1500), (128, 4, 700)])
+def test_partials_of_long_rows_stay_inside(d, ratio, n):
+    rng = np.random.default_rng(d + n)
+    row = draw_row(rng, n, ratio, 1, d, v_mean=1.0, peaks=4)
+    for order in (Order(dot="mma", mma=True, acc="perm", fma=False), Order(dot="fma", acc="seq")):
+        assert partials_outside(row, order, rng) == {"m": 0, "l": 0, "o": 0}, order

@@ -38,6 +38,7 @@ class RangeTally:
         self.result = GateResult(gate=gate, passed=True)
         self._worst_score = -1.0
         self.facts: dict[str, list] = {}
+        self.by_output: dict[str, dict[str, int]] = {}  # counts per output buffer (out, part_m, ...)
 
     def add(self, checked: Checked, reference: Reference, outputs: dict[str, np.ndarray]) -> None:
         """Check every expected output of one run."""
@@ -49,18 +50,18 @@ class RangeTally:
     def _check(self, case: str, exp: Expected, raw: np.ndarray) -> None:
         got = as_values(raw, exp.fmt)
         got_bits = as_bits(raw, exp.fmt)
-        decided = exp.lo == exp.hi
+        mask = np.ones(got.shape, bool) if exp.mask is None else exp.mask
+        decided = (exp.lo == exp.hi) & mask
         lo_bits, hi_bits = to_bits(exp.lo, exp.fmt), to_bits(exp.hi, exp.fmt)
-        inside = (got >= exp.lo) & (got <= exp.hi) & ~np.isnan(got)
+        inside = (got >= exp.lo) & (got <= exp.hi) & ~np.isnan(got) & mask
         exact = decided & (got_bits == lo_bits)
-        ok = np.where(decided, exact, inside)
+        bad = mask & ~np.where(decided, exact, inside)
+        counts = {"checked": int(mask.sum()), "decided": int(decided.sum()), "bit_equal": int(exact.sum()),
+                  "within": int((inside & ~decided).sum()), "failures": int(bad.sum())}
         r = self.result
-        r.checked += ok.size
-        r.decided += int(decided.sum())
-        r.bit_equal += int(exact.sum())
-        r.within += int((inside & ~decided).sum())
-        bad = ~ok
-        r.failures += int(bad.sum())
+        for key, n in counts.items():
+            setattr(r, key, getattr(r, key) + n)
+            self.by_output.setdefault(exp.output, dict.fromkeys(counts, 0))[key] += n
         if bad.any():
             self._offender(case, exp, got, got_bits, lo_bits, hi_bits, bad)
 
@@ -82,7 +83,7 @@ class RangeTally:
         else:
             expected = f"[{show(lo, lo_bits[idx], exp.fmt)}, {show(hi, hi_bits[idx], exp.fmt)}]"
         detail = "NaN or unwritten" if np.isnan(got[idx]) else f"{score:g} ulps outside"
-        detail += f"; float64 reference {float(exp.center[idx]):.10g}"
+        detail += f"; float64 reference {float(exp.center[idx]):.10g}; output {exp.output}"
         self.result.worst = Offender(case, coords, show(float(got[idx]), got_bits[idx], exp.fmt), expected, detail)
 
     def finish(self, ctx: GateContext) -> GateResult:
@@ -94,6 +95,8 @@ class RangeTally:
         elif r.failures:
             r.message = f"{r.failures} of {r.checked} outputs outside their range or not bit-equal where decided"
         r.facts["decided_pct"] = round(100.0 * r.decided / r.checked, 2) if r.checked else 0.0
+        if len(self.by_output) > 1:
+            r.facts["by_output"] = self.by_output
         for key, values in self.facts.items():
             numeric = [v for v in values if isinstance(v, (int, float))]
             if numeric and len(numeric) == len(values):

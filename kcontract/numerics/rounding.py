@@ -67,6 +67,8 @@ def is_representable(x, fmt: str | Format) -> np.ndarray:
 def to_bits(x, fmt: str | Format) -> np.ndarray:
     """Bit patterns of values already in fmt; NaN gives the canonical quiet NaN."""
     f = as_format(fmt)
+    if f.name == "fp32" and getattr(x, "dtype", None) == np.float32:
+        return np.asarray(x).view(np.uint32)  # every float32 is an fp32 value (NaN keeps its payload)
     x = np.asarray(x, dtype=np.float64)
     bad = ~np.asarray(is_representable(x, f))
     if bad.any():

@@ -16,8 +16,11 @@ def counts(result: GateResult) -> str:
     """The counts that matter for the gate's kind."""
     kind = getattr(GATES[result.gate], "KIND", "")
     if kind == "ranges":
-        return (f"{result.checked} checked, {result.decided} decided ({result.facts.get('decided_pct', 0.0):g} %), "
+        line = (f"{result.checked} checked, {result.decided} decided ({result.facts.get('decided_pct', 0.0):g} %), "
                 f"{result.bit_equal} bit-equal, {result.within} within, {result.failures} failures")
+        parts = result.facts.get("by_output") or {}
+        return line + "".join(f"; {name} {c['checked']} checked, {c['decided']} decided, {c['failures']} failures"
+                              for name, c in parts.items())
     if kind == "invariance":
         return (f"{result.checked} compared over {result.facts.get('variants', 0)} variants, "
                 f"{result.bit_equal} bit-equal, {result.failures} failures")

@@ -105,3 +105,31 @@ def _unguarded(m: np.ndarray, l: np.ndarray, big_m: np.ndarray) -> np.ndarray:
 def empty_chunk_nan(batch):
     """Gate 3: rows ending on a chunk's last key get an empty extra chunk (m = -inf, l = 0) that merges as NaN."""
     return {}
+
+
+def _exp_off_by_1e4(x: np.ndarray) -> np.ndarray:
+    """exp with a relative error of 1e-4 (about 840 fp32 ulps) everywhere but at 0."""
+    return np.where(x == 0, np.float32(1), np.exp(x) * np.float32(1 + 1e-4)).astype(np.float32)
+
+
+def _bf16_values(x: np.ndarray) -> np.ndarray:
+    """fp32 values rounded to bf16 (RN-even), kept in fp32."""
+    return f32_of_bf16(bf16_from_f32_bits(x))
+
+
+@_planted(exp=_exp_off_by_1e4)
+def exp_error_1e4(batch):
+    """Gate 4 (mirror C's partials): exp off by a relative 1e-4; O / L hides it, l_c and o_c do not."""
+    return {}
+
+
+@_planted(score_round=_bf16_values)
+def bf16_scores(batch):
+    """Gate 4 (mirror C): each scaled score rounded to bf16."""
+    return {}
+
+
+@_planted(prescale=_bf16_values)
+def prescaled_q_bf16(batch):
+    """Gate 4 (mirror C): q * scale rounded to bf16 before the dot products."""
+    return {}

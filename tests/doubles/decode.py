@@ -54,22 +54,29 @@ class HeadLayout:
         return x[..., :, None, :] if self.kmap is None else x[..., self.kmap, None, :]
 
 
-def chunk_sums(heads: HeadLayout, kf, vf, mask, scale, acc_round):
-    """m, l, o of chunks kf, vf [nb, C, Hk, D]: off lanes score -inf, weigh 0 and add exact zeros."""
+def chunk_sums(heads: HeadLayout, kf, vf, mask, scale, acc_round, exp=np.exp, score_round=None, prescale=None):
+    """m, l, o of chunks kf, vf [nb, C, Hk, D]: off lanes score -inf, weigh 0 and add exact zeros.
+
+    Hooks for controls: exp (the exp of s - m), score_round (applied to each scaled score), prescale (q * scale
+    made before the dot products, this function's result replacing it; the scores are then not scaled again).
+    """
     nb, chunk = mask.shape
     a, g, d = heads.q.shape
+    q = heads.q if prescale is None else prescale(heads.q * scale)
     keys = kf.reshape(nb * chunk, *kf.shape[2:])
     s = np.empty((nb * chunk, a, g), np.float32)
     buf = np.empty((SCORE_KEYS, a, g, d), np.float32)
     for i in range(0, nb * chunk, SCORE_KEYS):
         part = buf[:len(keys[i:i + SCORE_KEYS])]
-        np.multiply(heads.keys(keys[i:i + SCORE_KEYS]), heads.q, out=part)
+        np.multiply(heads.keys(keys[i:i + SCORE_KEYS]), q, out=part)
         np.sum(part, axis=-1, out=s[i:i + SCORE_KEYS])  # pairwise over D, the same for every key
-    s = s.reshape(nb, chunk, a * g) * scale
+    s = s.reshape(nb, chunk, a * g) * (scale if prescale is None else np.float32(1))
+    if score_round is not None:
+        s = score_round(s)
     s[~mask] = -np.inf
     m = s.max(axis=1)
     with np.errstate(invalid="ignore"):
-        p = np.where(mask[..., None], np.exp(s - m[:, None, :]), np.float32(0))
+        p = np.where(mask[..., None], exp(s - m[:, None, :]), np.float32(0))
     l = np.zeros((nb, a * g), np.float32)
     o = np.zeros((nb, a, g, d), np.float32)
     pv = np.empty_like(o)
@@ -85,7 +92,7 @@ def chunk_sums(heads: HeadLayout, kf, vf, mask, scale, acc_round):
 
 
 def partial_chunks(qb, k_cache, v_cache, pos, slot, *, win, ring, scale, chunk=CHUNK, span=visible,
-                   keep=None, key_heads=group_heads, count=chunk_count, acc_round=None):
+                   keep=None, key_heads=group_heads, count=chunk_count, acc_round=None, **score_hooks):
     """One row's partials: m, l [n, Hq] and o [n, Hq, D] in fp32, from its keys alone."""
     hq, d = qb.shape
     hk = k_cache.shape[2]
@@ -106,7 +113,7 @@ def partial_chunks(qb, k_cache, v_cache, pos, slot, *, win, ring, scale, chunk=C
         vf = np.zeros_like(kf)
         kf[mask[sel]] = f32_of_bf16(k_cache[slot, idx])
         vf[mask[sel]] = f32_of_bf16(v_cache[slot, idx])
-        m[sel], l[sel], o[sel] = chunk_sums(heads, kf, vf, mask[sel], np.float32(scale), acc_round)
+        m[sel], l[sel], o[sel] = chunk_sums(heads, kf, vf, mask[sel], np.float32(scale), acc_round, **score_hooks)
     return m, l, o
 
 
@@ -136,14 +143,15 @@ def decode_rows(q, k_cache, v_cache, row_pos, row_slot, part_m, part_l, part_o, 
                 acc_round=None,  # running sum -> its rounding after each add, or None
                 factor=rescale,  # (m, l, M) -> merge weight of each chunk
                 order=chunk_order,  # (n, batch index) -> the merge's chunk order
-                to_out=bf16_from_f32_bits):  # fp32 O / L -> output bits
+                to_out=bf16_from_f32_bits,  # fp32 O / L -> output bits
+                **score_hooks):  # exp, score_round, prescale: see chunk_sums
     """Both kernels, with hooks for controls; partials past n_part (faulty counts only) stay private."""
     win, ring, n_part = int(win), int(ring), int(n_part)
     spill = []
     for b in range(len(row_pos)):
         m, l, o = partial_chunks(q[b], k_cache, v_cache, int(row_pos[b]), int(row_slot[b]), win=win, ring=ring,
                                  scale=scale, chunk=chunk, span=span, keep=keep, key_heads=key_heads,
-                                 count=count, acc_round=acc_round)
+                                 count=count, acc_round=acc_round, **score_hooks)
         k = min(len(m), n_part)
         part_m[b, :, :k] = m[:k].T
         part_l[b, :, :k] = l[:k].T

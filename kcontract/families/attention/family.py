@@ -11,7 +11,7 @@ from kcontract.families.attention.exact import exact_quotient_bounds
 from kcontract.families.attention.layout import ABI, build_problem
 from kcontract.families.attention.probes import order_probe_row, probe_positions
 from kcontract.families.attention.realistic import ROW_KINDS, realistic_row, sequence_rows, stream_rows
-from kcontract.families.attention.reference import AXES, expected_outputs
+from kcontract.families.attention.reference import AXES, expected_outputs, expected_partials
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Case, DecodeSpec
 from kcontract.families.attention.stress import stress_positions, stress_row, stress_window
@@ -49,7 +49,7 @@ class AttentionDecode(Family):
         if gate == 3:
             return [STRESS_CASE]
         if gate == 4:
-            return [f"mirror-{kind}/{layout}" for layout in self._mirror_layouts() for kind in "AB"]
+            return [f"mirror-{kind}/{layout}" for layout in self._mirror_layouts() for kind in "ABC"]
         return []
 
     def checks(self, gate: int, case: str) -> list[Checked]:
@@ -110,10 +110,11 @@ class AttentionDecode(Family):
         """The case's cache layout."""
         return Window(win=case.cache.win, ring=case.cache.rows)
 
-    def _build(self, label: str, rows: list[RowData], window: Window, **kw):
-        """A call in this entry's ABI."""
+    def _build(self, label: str, rows: list[RowData], window: Window, scale: float | None = None, **kw):
+        """A call in this entry's ABI (at the entry's scale unless given)."""
         a = self.spec.arithmetic
-        return build_problem(label, rows, self.spec.shape, window, a.chunk, self.scale, a.out, **kw)
+        return build_problem(label, rows, self.spec.shape, window, a.chunk, self.scale if scale is None else scale,
+                             a.out, **kw)
 
     @functools.lru_cache(maxsize=8)
     def _rows(self, case_name: str) -> tuple[RowData, ...]:
@@ -141,8 +142,17 @@ class AttentionDecode(Family):
         rows = list(self._rows(case))
         window = self.window_of(self._case(case))
         problem = self._build(case, rows, window, slots=self._slots(case, len(rows)))
-        return [Checked(case, problem, lambda: Reference([expected_outputs(rows, self.spec.arithmetic, self.scale)]),
+        n_part = int(problem.scalars["n_part"])
+        return [Checked(case, problem, lambda: self._reference(rows, self.scale, n_part),
                         notes={"keys": [r.pos - r.first + 1 for r in rows]})]
+
+    def _reference(self, rows: list[RowData], scale: float, n_part: int, exact_scores: bool = False) -> Reference:
+        """The output's range and, unless the kernel hides them, its partials' at fp32 resolution."""
+        a = self.spec.arithmetic
+        expected = [expected_outputs(rows, a, scale, exact_scores)]
+        if a.partials == "checked":
+            expected += expected_partials(rows, a, scale, n_part, exact_scores)
+        return Reference(expected)
 
     def invariance(self, case: str) -> list[InvarianceSet]:
         """Gate 2: the case's rows plus order probes, and every variant call."""
@@ -202,9 +212,22 @@ class AttentionDecode(Family):
             rng = stream(self.seed, self.entry, "mirror", layout)
             rows = [mirrors.mirror_a_row(rng, self.spec.shape, window, p, chunk) for p in positions]
             return self._mirror_checked(f"mirror-A/{layout}", rows, window, miss=True)
+        if kind == "C":
+            rows = self.memo(("mirror-C", layout), lambda: self._mirror_c_rows(layout, window, positions))
+            problem = self._build(f"mirror-C/{layout}", rows, window, scale=mirrors.C_SCALE)
+            n_part = int(problem.scalars["n_part"])
+            return Checked(f"mirror-C/{layout}", problem,
+                           lambda: self._reference(rows, mirrors.C_SCALE, n_part, exact_scores=True),
+                           notes={"rows": [r.tag for r in rows]})
         rows = [mirrors.mirror_b_row(self.spec.shape, window, p, chunk, self.scale) for p in positions]
         rows += self._peak_rows(window, positions[0])
         return self._mirror_checked(f"mirror-B/{layout}", rows, window)
+
+    def _mirror_c_rows(self, layout: str, window: Window, positions: list[int]) -> list[RowData]:
+        """Exact-score rows at the mirror positions, plain and peaked alternately."""
+        rng = stream(self.seed, self.entry, "mirror-C", layout)
+        return [mirrors.mirror_c_row(rng, self.spec.shape, window, p, peaked=bool(i % 2))
+                for i, p in enumerate(positions)]
 
     def _mirror_layouts(self) -> dict[str, Window]:
         """One mirror layout per distinct cache shape among the cases, windows capped for exact sums."""

@@ -124,3 +124,36 @@ def bf16_accumulation_miss(row: RowData, shape: Shape, arith: Arithmetic, expect
         got = round_to(num / den, arith.out)
         err = np.abs(got - expected) / ulp_of(expected, arith.out)
     return float(np.max(np.where(np.isnan(err), np.inf, err)))
+
+
+C_SCALE = 3.0 * 2.0**-16  # mirror C's score scale: q * scale and scale * (q . k) stay exact in fp32, not in bf16
+C_DIMS = 16  # dims each key head's queries use
+C_MAX = 127  # |q_i|, |k_i| at most this: bf16-exact integers
+
+
+def mirror_c_row(rng: np.random.Generator, shape: Shape, window: Window, pos: int, peaked: bool) -> RowData:
+    """Exact scores: integer q on C_DIMS dims per key head and integer k, so every partial sum of q . k in any
+    order (fp32 or tensor-core k-steps) is an integer below 2^24 and scale * (q . k) is exact; realistic v.
+
+    Scores spread about one nat; a peaked row raises one key per key head by about six. Only the exp and the
+    sums round, so l_c and o_c are checkable at fp32 resolution, and q * scale or a score rounded to bf16
+    changes them (3 * 127 needs 9 bits).
+    """
+    hq, hk, d = shape.q_heads, shape.kv_heads, shape.head_dim
+    first = window.first(pos)
+    n = pos - first + 1
+    q = np.zeros((hq, d))
+    k = rng.integers(-C_MAX, C_MAX + 1, size=(n, hk, d)).astype(np.float64)
+    for kh in range(hk):
+        dims = rng.choice(d, size=min(C_DIMS, d), replace=False)
+        signs = rng.choice([-1.0, 1.0], size=len(dims))
+        for h in range(kh * shape.group, (kh + 1) * shape.group):
+            q[h, dims] = signs * rng.integers(1, C_MAX + 1, size=len(dims))
+        if peaked:
+            k[int(rng.integers(n)), kh, dims] = signs * C_MAX
+    bound = float(np.max(np.abs(q) @ np.abs(k).reshape(n * hk, d).T)) if n else 0.0
+    if bound * 3 >= EXACT_SUM_LIMIT:
+        raise ValueError(f"mirror C scores need sums below 2^24, got {bound:g}")
+    v = rng.standard_normal((n, hk, d))
+    return RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=rn_bits(k, "bf16"), v=rn_bits(v, "bf16"),
+                   filler_seed=int(rng.integers(2**31)), tag="mirror-C-peaked" if peaked else "mirror-C-plain")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from kcontract.families.attention.bounds import decode_row_range, expected_bounds
+from kcontract.families.attention.partials import partial_ranges
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.window import chunk_of_key
@@ -13,15 +14,39 @@ from kcontract.problem import Expected
 AXES = ("row", "head", "dim")
 
 
-def expected_outputs(rows: list[RowData], arith: Arithmetic, scale: float) -> Expected:
+def expected_outputs(rows: list[RowData], arith: Arithmetic, scale: float, exact_scores: bool = False) -> Expected:
     """Per-output [RN(lo), RN(hi)] for every row of a call, in the declared output format."""
     centers, los, his = [], [], []
     for row in rows:
         positions = np.arange(row.first, row.pos + 1)
-        rng = decode_row_range(row.q, row.k, row.v, chunk_of_key(positions, row.first, arith.chunk), scale, arith)
+        rng = decode_row_range(row.q, row.k, row.v, chunk_of_key(positions, row.first, arith.chunk), scale, arith,
+                               exact_scores=exact_scores)
         lo, hi = expected_bounds(rng.center, rng.radius, arith.out)
         centers.append(rng.center)
         los.append(lo)
         his.append(hi)
     return Expected(output="out", fmt=arith.out, lo=np.stack(los), hi=np.stack(his), center=np.stack(centers),
                     axes=AXES)
+
+
+def expected_partials(rows: list[RowData], arith: Arithmetic, scale: float, n_part: int,
+                      exact_scores: bool = False) -> list[Expected]:
+    """part_m, part_l [B, Hq, n_part] and part_o [B, Hq, n_part, D] ranges in fp32; slots a row uses only."""
+    hq, d = rows[0].q.shape
+    shapes = {"part_m": (len(rows), hq, n_part), "part_l": (len(rows), hq, n_part),
+              "part_o": (len(rows), hq, n_part, d)}
+    arrays = {name: [np.zeros(shape, np.float32) for _ in range(3)] for name, shape in shapes.items()}
+    masks = {name: np.zeros(shape, bool) for name, shape in shapes.items()}
+    for b, row in enumerate(rows):
+        positions = np.arange(row.first, row.pos + 1)
+        ranges = partial_ranges(row.q, row.k, row.v, chunk_of_key(positions, row.first, arith.chunk), scale, arith,
+                                exact_scores=exact_scores)
+        for name, got in (("part_m", ranges.m), ("part_l", ranges.l), ("part_o", ranges.o)):
+            used = got[0].shape[1]
+            for target, values in zip(arrays[name], got):
+                target[b, :, :used] = values
+            masks[name][b, :, :used] = True
+    axes = {"part_m": ("row", "head", "chunk"), "part_l": ("row", "head", "chunk"),
+            "part_o": ("row", "head", "chunk", "dim")}
+    return [Expected(name, "fp32", lo, hi, center, axes[name], masks[name])
+            for name, (lo, hi, center) in arrays.items()]

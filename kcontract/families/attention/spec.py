@@ -40,6 +40,7 @@ class Arithmetic(Strict):
     div: Literal["ieee", "rcp_rn", "rcp_approx", "div_full", "fdividef"] = "ieee"
     rescales_per_key: int = Field(default=0, ge=0)  # online rescales a weight may see inside its chunk
     out: Literal["bf16", "fp16", "fp32"] = "bf16"
+    partials: Literal["checked", "hidden"] = "checked"  # part_m/l/o checked at fp32 resolution, or not written
 
 
 class Values(Strict):
