@@ -97,3 +97,13 @@ def test_gpu_and_numpy_references_agree_on_every_family():
                         assert same.mean() > 0.999, (name, entry.name, case, same.mean())
                         both = (a.lo == a.hi) & (b.lo == b.hi)
                         assert np.array_equal(a.lo[both], b.lo[both]), (name, entry.name, case)
+
+
+def test_the_sanitizer_finds_the_missing_barrier_and_nothing_in_its_entry(tmp_path):
+    report = tmp_path / "sanitize.json"
+    proc = kcontract("run", "--sanitize", "--only", "decode_d256_g8_sliding", "--jobs", "8", "--json", str(report),
+                     timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert ("SANITIZE 1 kernels under initcheck, memcheck, racecheck, synccheck: 1 clean, 0 not; controls with "
+            "errors:") in proc.stdout
+    assert "planted and missed: 0" in proc.stdout and "decode_missing_syncthreads" in proc.stdout

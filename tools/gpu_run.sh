@@ -8,7 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
-STEPS=${STEPS:-probe,run,warm,bench,tests}
+STEPS=${STEPS:-probe,run,warm,sanitize,bench,tests}
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
@@ -35,6 +35,11 @@ if has warm; then  # again, inputs and references from the cache
   echo "run exit $? after $((SECONDS - began)) s (warm)" >> "$OUT/warm.log"
 fi
 [ -n "${probe:-}" ] && wait "$probe"
+if has sanitize; then  # each CUDA entry's smallest case and its controls under compute-sanitizer
+  timeout "${SANITIZE_LIMIT:-300}" python3 -m kcontract run --sanitize --jobs "${SANITIZE_JOBS:-16}" \
+    --json "$OUT/sanitize.json" > "$OUT/sanitize.log" 2>&1
+  echo "sanitize exit $?" >> "$OUT/sanitize.log"
+fi
 if has bench; then
   receipt=()
   [ -f "$OUT/receipt.json" ] && receipt=(--receipt "$OUT/receipt.json")
@@ -50,5 +55,6 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/cold.json" ] && python3 tools/profile_top.py "$OUT/cold.json" 12
 [ -f "$OUT/warm.log" ] && grep -E "SUMMARY|run exit|jobs auto" "$OUT/warm.log"
 [ -f "$OUT/warm.json" ] && python3 tools/profile_top.py "$OUT/warm.json" 6
+[ -f "$OUT/sanitize.log" ] && grep -vE ": clean, " "$OUT/sanitize.log" | cut -c1-300 | tail -30
 [ -f "$OUT/bench.log" ] && tail -60 "$OUT/bench.log" | cut -c1-200
 [ -f "$OUT/gpu-tests.log" ] && tail -6 "$OUT/gpu-tests.log"

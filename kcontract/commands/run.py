@@ -38,13 +38,22 @@ NEEDS_DEVICE = (1, 2, 3, 4)  # gates that launch kernels; gate 5 compiles and co
               help="Write a receipt of the whole contract (commit it under receipts/).")
 @click.option("--no-cache", is_flag=True, help="Compute every float64 reference afresh (a cold run).")
 @click.option("--profile", is_flag=True, help="Print seconds per stage and peak memory of every gate.")
+@click.option("--sanitize", is_flag=True,
+              help="Instead of the gates: each CUDA entry's smallest case, and its controls, under compute-sanitizer.")
 @click.option("--verbose", "-v", is_flag=True, help="Tracebacks of failing kernels and every control's evidence.")
 @user_errors
 def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
-                receipt_path, no_cache, profile, verbose) -> None:
+                receipt_path, no_cache, profile, sanitize, verbose) -> None:
     """Run the contract: each entry's gates, each control at its gate, and print the SUMMARY line."""
     started = time.monotonic()
     loaded = load_contract(contract_path)
+    if sanitize:
+        if gate is not None or case is not None or seed is not None or receipt_path or junit_path:
+            raise UsageError("--sanitize runs each entry's smallest case at the contract's seed: drop --gate, --case, "
+                             "--seed, --receipt and --junit")
+        from kcontract.commands.sanitize_mode import sanitize_run
+
+        sanitize_run(loaded, contract_path, tuple(only), tuple(control_names), no_controls, jobs, json_path)
     selection = Selection(tuple(only), tuple(control_names), gate, case, seed, no_controls)
     require_writable(json=json_path, junit=junit_path, receipt=receipt_path)
     if receipt_path and selection.partial:

@@ -39,6 +39,7 @@ class LoadedControl:
     timeout: float | None
     line: int | None = None
     index: int = 0
+    sanitize: str | None = None  # a compute-sanitizer tool that must report errors on it (`run --sanitize`)
 
 
 @dataclass

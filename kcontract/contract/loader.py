@@ -251,8 +251,11 @@ def _controls(problems: _Problems, model: Contract, entries: list[LoadedEntry], 
         if control.gate == 5 and kernel.cuda is None:
             problems.add(base + ["gate"], "a gate-5 control with a CUDA kernel", _show(control.gate))
             continue
+        if control.sanitize and kernel.cuda is None:
+            problems.add(base + ["sanitize"], "a sanitizer expectation on a CUDA control", _show(control.sanitize))
+            continue
         loaded.append(LoadedControl(control.name, control.entry, kernel, control.gate, control.fault,
-                                    control.timeout, line_of(lines, base), k))
+                                    control.timeout, line_of(lines, base), k, control.sanitize))
     return loaded
 
 

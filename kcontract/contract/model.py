@@ -87,6 +87,7 @@ class Control(Strict):
     gate: GateNumber
     fault: str  # what was planted, one line
     timeout: float | None = Field(default=None, gt=0, le=86400)
+    sanitize: Literal["memcheck", "racecheck", "initcheck", "synccheck"] | None = None  # must be red there too
 
 
 class KnownFinding(Strict):

@@ -16,8 +16,11 @@ from kcontract.profiling import stage, timed
 
 
 def as_values(raw: np.ndarray, fmt: str) -> np.ndarray:
-    """Output buffer contents as float64 (bf16/fp16 arrive as uint16 bits)."""
-    return from_bits(raw, fmt) if fmt in ("bf16", "fp16") else np.asarray(raw, dtype=np.float64)
+    """Output buffer contents as floats: bf16/fp16 bits as float64, fp32 as it is (large partials stay lean)."""
+    if fmt in ("bf16", "fp16"):
+        return from_bits(raw, fmt)
+    raw = np.asarray(raw)
+    return raw if raw.dtype == np.float32 else raw.astype(np.float64)
 
 
 def as_bits(raw: np.ndarray, fmt: str) -> np.ndarray:
