@@ -13,6 +13,7 @@ from kcontract.commands.check import check_command
 from kcontract.commands.records_cmd import records_command
 from kcontract.commands.sass_diff import sass_diff_command
 from kcontract.commands.receipt_cmd import receipt_group
+from kcontract.commands.mutate_cmd import mutate_command
 
 
 EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {int(code):<4} {text}" for code, text in (
@@ -36,6 +37,7 @@ cli.add_command(records_command)
 cli.add_command(sass_diff_command)
 cli.add_command(receipt_group)
 cli.add_command(bench_command)
+cli.add_command(mutate_command)
 
 
 def main() -> None:

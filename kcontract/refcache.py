@@ -80,9 +80,10 @@ def _digest(facts: dict) -> str:
 
 
 def _family_facts(family) -> dict:
-    """What every key of a family holds: its name, its numerics' source, its entry's spec and the seed."""
+    """What every key of a family holds: its name, its numerics' source, the entry (families draw per entry
+    name), its spec and the seed."""
     return {"family": family.name, "numerics": numerics_digest(inspect.getfile(type(family))),
-            "spec": family.spec.model_dump(mode="json"), "seed": family.seed}
+            "entry": family.entry, "spec": family.spec.model_dump(mode="json"), "seed": family.seed}
 
 
 class ReferenceCache:

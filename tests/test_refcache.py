@@ -101,3 +101,17 @@ def test_a_disabled_cache_never_touches_disk(tmp_path):
     cache = ReferenceCache(tmp_path / "refs", enabled=False)
     cache.reference(None, 1, small_checked(1))
     assert not (tmp_path / "refs").exists()
+
+
+def test_entries_alike_but_for_their_name_do_not_share_drawn_rows(tmp_path):
+    from kcontract.contract.loader import load_contract
+
+    loaded = load_contract(CPU, import_kernels=False)
+    base = loaded.entry("np_decode_d256_g3").family
+    store = ReferenceCache(tmp_path / "refs")
+    rows = []
+    for name in ("first", "second"):
+        family = type(base)(name, base.spec, 5)
+        family.store = store
+        rows.append(family._rows(family.cases(1)[0]))
+    assert not np.array_equal(rows[0][0].k, rows[1][0].k)  # each entry's own stream, cached apart

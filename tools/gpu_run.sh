@@ -40,6 +40,13 @@ if has sanitize; then  # each CUDA entry's smallest case and its controls under 
     --json "$OUT/sanitize.json" > "$OUT/sanitize.log" 2>&1
   echo "sanitize exit $?" >> "$OUT/sanitize.log"
 fi
+if has mutate; then  # mutation scores into the receipt (mutants prepared here and carried in .cubins)
+  for entry in ${MUTATE_ENTRIES:-}; do
+    timeout "${MUTATE_LIMIT_S:-200}" python3 -m kcontract mutate "$entry" --limit "${MUTATE_LIMIT:-30}" \
+      --receipt "$OUT/receipt.json" --json "$OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
+    echo "mutate $entry exit $?" >> "$OUT/mutate.log"
+  done
+fi
 if has bench; then
   receipt=()
   [ -f "$OUT/receipt.json" ] && receipt=(--receipt "$OUT/receipt.json")
@@ -56,5 +63,6 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/warm.log" ] && grep -E "SUMMARY|run exit|jobs auto" "$OUT/warm.log"
 [ -f "$OUT/warm.json" ] && python3 tools/profile_top.py "$OUT/warm.json" 6
 [ -f "$OUT/sanitize.log" ] && grep -vE ": clean, " "$OUT/sanitize.log" | cut -c1-300 | tail -30
+[ -f "$OUT/mutate.log" ] && grep -E "^(MUTATE|survived|mutate)" "$OUT/mutate.log" | cut -c1-300
 [ -f "$OUT/bench.log" ] && tail -60 "$OUT/bench.log" | cut -c1-200
 [ -f "$OUT/gpu-tests.log" ] && tail -6 "$OUT/gpu-tests.log"

@@ -1,0 +1,109 @@
+"""`kcontract mutate ENTRY`: mutants of a CUDA entry's source, equivalent ones dropped, the rest under its gates."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from kcontract.commands.common import Jobs, contract_option, err, out, require_writable, user_errors
+from kcontract.contract.loader import load_contract
+from kcontract.errors import UsageError
+from kcontract.mutate.campaign import Campaign, judge_runs, load, prepare, save, workdir
+from kcontract.toolchain.cache import CACHE_ENV, default_root
+from kcontract.toolchain.units import resolve_source
+
+
+@click.command("mutate", short_help="Mutation score of a CUDA entry under its gates.")
+@click.argument("entry_name", metavar="ENTRY")
+@contract_option
+@click.option("--limit", type=click.IntRange(1, 2000), default=60, show_default=True,
+              help="Mutants at most, spread over the mutation classes.")
+@click.option("--seed", "mutant_seed", type=click.IntRange(0, 2**31), default=0, show_default=True,
+              help="Which sites each class samples.")
+@click.option("--sm", default="sm_90", show_default=True, help="The SM whose SASS decides equivalence.")
+@click.option("--prepare-only", is_flag=True, help="Write and compile the mutants (no GPU needed), run nothing.")
+@click.option("--jobs", "jobs", type=Jobs(), default="auto", show_default=True, help="Workers running mutants.")
+@click.option("--json", "json_path", help="Write the campaign as JSON.")
+@click.option("--receipt", "receipt_path", help="Add the score to this receipt under `mutation`.")
+@user_errors
+def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, prepare_only, jobs, json_path,
+                   receipt_path) -> None:
+    """Mutate ENTRY's CUDA source (operators, comparisons, +-1, barriers, buffers, rescales, constants), drop
+    mutants whose machine code on --sm is unchanged, run the rest under the entry's gates 1-4, report the score."""
+    loaded = load_contract(contract_path)
+    names = [e.name for e in loaded.entries]
+    if entry_name not in names:
+        raise UsageError(f"{entry_name}: no such entry in {contract_path}; entries: {', '.join(names[:8])}")
+    entry = loaded.entry(entry_name)
+    if entry.kernel.cuda is None:
+        raise UsageError(f"{entry_name}: mutate needs a CUDA kernel; its kernel is {entry.kernel.label}")
+    require_writable(json=json_path)
+    if receipt_path and not Path(receipt_path).is_file():
+        raise UsageError(f"--receipt {receipt_path}: no such receipt; write it with `kcontract run --receipt`")
+    os.environ[CACHE_ENV] = str(default_root(contract_path).resolve())  # mutants share cubins, inputs, references
+    here = workdir(loaded, entry_name)
+    campaign = _current(load(here), loaded, entry, limit, mutant_seed, sm)
+    if campaign is None:
+        campaign = prepare(loaded, entry_name, limit, mutant_seed, sm)
+    counts = campaign.counts()["by_status"]
+    err.print(f"mutate {entry_name}: {len(campaign.mutants)} mutants in {here}: {counts.get('stillborn', 0)} do not "
+              f"compile, {counts.get('equivalent', 0)} equivalent on {sm}, {counts.get('candidate', 0)} to run",
+              markup=False)
+    if not prepare_only and any(m.status == "candidate" for m in campaign.mutants):
+        _run(campaign, here, jobs)
+    report = campaign.counts()
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=1) + "\n")
+    if receipt_path:
+        receipt = json.loads(Path(receipt_path).read_text())
+        receipt.setdefault("mutation", {})[entry_name] = report
+        Path(receipt_path).write_text(json.dumps(receipt, indent=1, sort_keys=True) + "\n")
+    for m in campaign.mutants:
+        if m.status == "survived":
+            out.print(f"survived {m.ident} ({m.kind}): {m.diff}", markup=False, highlight=False)
+    out.print(_line(report), markup=False)
+    sys.exit(0 if prepare_only or report["by_status"].get("candidate", 0) == 0 else 1)
+
+
+def _current(campaign: Campaign | None, loaded, entry, limit: int, seed: int, sm: str) -> Campaign | None:
+    """A prepared campaign for this very source, limit, seed and SM, or None."""
+    if campaign is None:
+        return None
+    text = resolve_source(Path(loaded.path).resolve().parent, entry.kernel.cuda.source).read_bytes()
+    same = (campaign.source_sha256 == hashlib.sha256(text).hexdigest() and campaign.sm == sm
+            and campaign.seed == seed and len(campaign.mutants) <= limit)
+    return campaign if same else None
+
+
+def _run(campaign: Campaign, here: Path, jobs) -> None:
+    """The candidates' controls through the ordinary runner, on the GPU."""
+    from kcontract.launch import cuda_ready
+    from kcontract.report.progress import RunProgress
+    from kcontract.runner.plan import Selection, plan_tasks
+    from kcontract.runner.session import auto_jobs, run_tasks, work_units
+
+    contract = str(here / "contract.yaml")
+    mutant_contract = load_contract(contract)
+    cuda_ready([campaign.entry])
+    tasks = plan_tasks(mutant_contract, contract, Selection(controls=tuple(c.name for c in mutant_contract.controls)))
+    workers = auto_jobs(mutant_contract, gpu=True)[0] if jobs == "auto" else jobs
+    with RunProgress(out, work_units(mutant_contract, tasks)) as progress:
+        outcomes = run_tasks(tasks, workers, lambda step: None, progress.done)
+    judge_runs(campaign, outcomes)
+    save(campaign, here)
+
+
+def _line(report: dict) -> str:
+    """`MUTATE entry: 40 mutants, 5 do not compile, 9 equivalent; 25 of 26 killed (96.2 %), 1 survived`."""
+    s = report["by_status"]
+    judged = s.get("killed", 0) + s.get("survived", 0)
+    score = f" ({report['score_pct']} %)" if report["score_pct"] is not None else ""
+    waiting = f"; {s['candidate']} not run (no GPU here)" if s.get("candidate") else ""
+    return (f"MUTATE {report['entry']}: {report['mutants']} mutants, {s.get('stillborn', 0)} do not compile, "
+            f"{s.get('equivalent', 0)} equivalent on {report['sm']}; {s.get('killed', 0)} of {judged} killed{score}, "
+            f"{s.get('survived', 0)} survived{waiting}")

@@ -1,0 +1,193 @@
+"""A mutation campaign on one CUDA entry: mutants of its source, equivalent ones dropped by their SASS, the
+rest run under the entry's gates as controls standing in for it (so inputs and references come from the cache).
+
+Prepared on any machine with the toolchain (sources, a contract and cubins under the compile cache's
+`mutants/ENTRY/`), run on a GPU. A mutant is killed when any of gates 1-4 goes red or its kernel fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from kcontract.contract.loader import load_contract
+from kcontract.mutate.operators import CLASSES, Mutant, mutants
+from kcontract.sassdiff.elf import function_digest
+from kcontract.sassdiff.normalise import normalise, split_functions
+from kcontract.toolchain.build import build
+from kcontract.toolchain.cache import CompileCache, default_root
+from kcontract.toolchain.tools import run_tool
+from kcontract.toolchain.units import contract_uses, group_units, resolve_source
+
+GATES = (1, 2, 3, 4)
+MUTANT_TIMEOUT = 90.0  # seconds a mutant's gate may take (a mutated loop bound may never end)
+
+
+@dataclass
+class MutantResult:
+    """What became of one mutant."""
+
+    ident: str
+    kind: str
+    line: int
+    change: str
+    diff: str
+    status: str = "candidate"  # equivalent, stillborn, candidate, killed, survived
+    detail: str = ""  # the first compile error, or the gates that killed it
+
+
+@dataclass
+class Campaign:
+    """One entry's mutants and where they live."""
+
+    entry: str
+    source: str  # the entry's kernel source, as the contract names it
+    source_sha256: str
+    sm: str
+    seed: int
+    mutants: list[MutantResult] = field(default_factory=list)
+
+    def counts(self) -> dict:
+        """Mutants per status, per class, and the score (killed over non-equivalent ones that compile)."""
+        by_status: dict[str, int] = {}
+        by_class: dict[str, dict[str, int]] = {}
+        for m in self.mutants:
+            by_status[m.status] = by_status.get(m.status, 0) + 1
+            by_class.setdefault(m.kind, {}).setdefault(m.status, 0)
+            by_class[m.kind][m.status] += 1
+        judged = by_status.get("killed", 0) + by_status.get("survived", 0)
+        score = round(100.0 * by_status.get("killed", 0) / judged, 1) if judged else None
+        return {"entry": self.entry, "sm": self.sm, "mutants": len(self.mutants), "by_status": by_status,
+                "by_class": by_class, "score_pct": score,
+                "survivors": [{"ident": m.ident, "kind": m.kind, "diff": m.diff} for m in self.mutants
+                              if m.status == "survived"]}
+
+
+def workdir(loaded, entry_name: str) -> Path:
+    """Where an entry's mutants live: beside the compile cache, so a GPU machine gets them with the cubins."""
+    return default_root(loaded.path) / "mutants" / entry_name
+
+
+def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int | None = None) -> Campaign:
+    """Write the mutants and their contract, compile them for `sm`, drop stillborn and equivalent ones."""
+    entry = loaded.entry(entry_name)
+    cuda = entry.kernel.cuda
+    base = Path(loaded.path).resolve().parent
+    original = resolve_source(base, cuda.source).read_text()
+    here = workdir(loaded, entry_name)
+    shutil.rmtree(here, ignore_errors=True)
+    here.mkdir(parents=True)
+    made = mutants(original, tuple(entry.family.abi), limit, seed)
+    for m in made:
+        (here / f"{m.ident}.cu").write_text(m.source)
+    campaign = Campaign(entry_name, cuda.source, hashlib.sha256(original.encode()).hexdigest(), sm, seed,
+                        [MutantResult(m.ident, m.kind, m.line, m.change, m.diff(original)) for m in made])
+    contract = write_contract(loaded, entry, here, made, sm)
+    _judge_compiles(campaign, contract, sm, jobs)
+    write_contract(loaded, entry, here, [m for m in made if _status(campaign, m.ident) == "candidate"], sm)
+    save(campaign, here)
+    return campaign
+
+
+def _status(campaign: Campaign, ident: str) -> str:
+    return next(m.status for m in campaign.mutants if m.ident == ident)
+
+
+def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str) -> Path:
+    """The entry (its source by a relative path) and, per mutant and gate, a control standing in for it."""
+    cuda = entry.kernel.cuda.model_dump(mode="json", exclude_none=True, exclude={"instances"})
+    source = resolve_source(Path(loaded.path).resolve().parent, cuda["source"]).resolve()
+    cuda["source"] = os.path.relpath(source, here)
+    spec = entry.family.spec.model_dump(mode="json", exclude_none=True)
+    document = {
+        "version": 1, "seed": loaded.seed, "targets": [sm],
+        "entries": [{"name": entry.name, "family": entry.family.name, "kernel": {"cuda": cuda},
+                     "gates": [g for g in GATES if g in entry.gates], **spec}],
+        "controls": [{"name": f"{m.ident}_g{gate}", "entry": entry.name, "gate": gate, "timeout": MUTANT_TIMEOUT,
+                      "fault": f"{m.kind}: {m.change} at line {m.line}",
+                      "kernel": {"cuda": {**cuda, "source": f"{m.ident}.cu"}}}
+                     for m in made for gate in GATES if gate in entry.gates],
+    }
+    path = here / "contract.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False, width=200))
+    return path
+
+
+def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | None) -> None:
+    """Stillborn (does not compile) and equivalent (the entry's functions' machine code unchanged) mutants."""
+    loaded = load_contract(str(contract), import_kernels=False)
+    cache = CompileCache(default_root(str(contract)))
+    units = group_units(contract_uses(loaded))
+    built = build(units, [sm], cache, contract.parent, jobs)
+    by_source = {u.label: u for u in units}
+    original = built.module(by_source[loaded.entries[0].kernel.cuda.source], sm)
+    if original is None:
+        raise RuntimeError(f"{campaign.source} itself does not compile for {sm}")
+    for m in campaign.mutants:
+        unit = by_source[f"{m.ident}.cu"]
+        module = built.module(unit, sm)
+        if module is None:
+            failure = next(f for f in built.failures if f.unit.label == unit.label)
+            first = next((line for line in failure.log.splitlines() if "error" in line), failure.log[:200])
+            m.status, m.detail = "stillborn", first.strip()[:300]
+        elif _same_code(original, module, cache):
+            m.status = "equivalent"
+
+
+def _same_code(a, b, cache: CompileCache) -> bool:
+    """Whether every function of the entry has the same bytes, or the same normalised SASS, in both cubins."""
+    names = a.unit.expressions
+    if all(function_digest(Path(a.cubin_path).read_bytes(), a.lowered[n]) ==
+           function_digest(Path(b.cubin_path).read_bytes(), b.lowered[n]) for n in names):
+        return True
+    sass = [split_functions(_disassembly(m, cache)) for m in (a, b)]
+    return all(normalise(sass[0].get(a.lowered[n], []), a.lowered[n]) ==
+               normalise(sass[1].get(b.lowered[n], []), b.lowered[n]) for n in names)
+
+
+def _disassembly(module, cache: CompileCache) -> str:
+    text = cache.text(module.key, "sass.txt")
+    if text is None:
+        text = run_tool("nvdisasm", ["-c", str(module.cubin_path)])
+        cache.put_text(module.key, "sass.txt", text)
+    return text
+
+
+def save(campaign: Campaign, here: Path) -> None:
+    """The campaign's state beside its mutants."""
+    (here / "campaign.json").write_text(json.dumps(asdict(campaign), indent=1) + "\n")
+
+
+def load(here: Path) -> Campaign | None:
+    """A prepared campaign, or None."""
+    path = here / "campaign.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    data["mutants"] = [MutantResult(**m) for m in data["mutants"]]
+    return Campaign(**data)
+
+
+def judge_runs(campaign: Campaign, outcomes) -> None:
+    """Killed when any of a mutant's gates went red or its kernel did not run to the end; else survived."""
+    red: dict[str, list[str]] = {}
+    ran: set[str] = set()
+    for outcome in outcomes:
+        ident, _, gate = outcome.task.name.rpartition("_g")
+        ran.add(ident)
+        if outcome.status != "ran":
+            red.setdefault(ident, []).append(f"gate {gate}: {outcome.status}")
+        elif outcome.failed_gates():
+            red.setdefault(ident, []).append(f"gate {gate}")
+    for m in campaign.mutants:
+        if m.status == "candidate" and m.ident in ran:
+            m.status, m.detail = ("killed", ", ".join(red[m.ident])) if m.ident in red else ("survived", "")
+
+
+__all__ = ["CLASSES", "Campaign", "judge_runs", "load", "prepare", "save", "workdir"]

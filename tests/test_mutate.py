@@ -1,0 +1,80 @@
+"""Mutants of a CUDA source: sites in code only, one change each, equivalents dropped by their machine code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kcontract.cli import cli
+from kcontract.mutate.operators import CLASSES, code_spans, mutants
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = """#include <cuda_bf16.h>
+#define FACTOR(m) expf((m) - 1.0f)  // the rescale
+// a comment: a + b < c
+extern "C" __global__ void k(const float* a, float* b, int n) {
+  int i = threadIdx.x + 1;  /* i + 1 */
+  if (i < n) b[i] = a[i] * FACTOR(2.0f);
+  __syncthreads();
+  const char* s = "x + y";
+}
+"""
+
+
+def test_sites_skip_comments_strings_and_includes():
+    lines = SOURCE.splitlines()
+    code = "\n".join(lines[n - 1][a:b] for n, a, b in code_spans(SOURCE))
+    assert "a comment" not in code and "i + 1 */" not in code and "x + y" not in code and "cuda_bf16" not in code
+    assert "expf((m) - 1.0f)" in code and "#define FACTOR(m)" not in code
+    made = mutants(SOURCE, ("a", "b"), limit=100)
+    kinds = {m.kind for m in made}
+    assert kinds == set(CLASSES), kinds
+    for m in made:
+        changed = [i for i, (x, y) in enumerate(zip(SOURCE.splitlines(), m.source.splitlines())) if x != y]
+        assert changed == [m.line - 1] and len(m.source.splitlines()) == len(SOURCE.splitlines())
+    assert any(m.kind == "rescale" and "#define FACTOR(m) 1.0f" in m.source for m in made)
+    assert any(m.kind == "sync" and "__syncthreads" not in m.source for m in made)
+    assert any(m.kind == "swap" and "b[i] = b[i]" in m.source for m in made)
+
+
+def test_the_limit_spreads_over_classes_and_the_seed_picks_sites():
+    made = mutants(SOURCE, ("a", "b"), limit=7, seed=3)
+    assert len(made) == 7 and len({m.kind for m in made}) == 7
+    assert [m.source for m in made] == [m.source for m in mutants(SOURCE, ("a", "b"), limit=7, seed=3)]
+    assert [m.source for m in made] != [m.source for m in mutants(SOURCE, ("a", "b"), limit=7, seed=4)]
+
+
+def test_a_prepared_campaign_drops_stillborn_and_equivalent_mutants(tmp_path, monkeypatch):
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    report = tmp_path / "mutate.json"
+    done = CliRunner().invoke(cli, ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"),
+                                    "--limit", "24", "--prepare-only", "--json", str(report)])
+    assert done.exit_code == 0, done.output
+    counts = json.loads(report.read_text())
+    assert counts["mutants"] == 24 and counts["score_pct"] is None
+    status = counts["by_status"]
+    assert status.get("equivalent", 0) > 0 and status.get("candidate", 0) > 0
+    here = tmp_path / "cache" / "mutants" / "decode_d256_g2_sliding"
+    campaign = json.loads((here / "campaign.json").read_text())
+    equivalent = [m for m in campaign["mutants"] if m["status"] == "equivalent"]
+    assert all(m["diff"].startswith(f"line {m['line']}: - ") for m in campaign["mutants"])
+    contract = (here / "contract.yaml").read_text()
+    assert all(f"{m['ident']}_g1" not in contract for m in equivalent)  # equivalents never run
+    candidates = [m for m in campaign["mutants"] if m["status"] == "candidate"]
+    assert all(f"{m['ident']}_g{g}" in contract for m in candidates for g in (1, 2, 3, 4))
+    assert "MUTATE decode_d256_g2_sliding: 24 mutants" in done.output and "not run (no GPU here)" in done.output
+
+
+def test_mutate_refuses_unknown_and_python_entries():
+    done = CliRunner().invoke(cli, ["mutate", "nope", "--contract", str(ROOT / "contract.yaml")])
+    assert done.exit_code == 2 and "nope: no such entry" in done.output
+    cpu = CliRunner().invoke(cli, ["mutate", "np_decode_d128_g4", "--contract",
+                                   str(ROOT / "tests/contracts/cpu.yaml")])
+    assert cpu.exit_code == 2 and "mutate needs a CUDA kernel" in cpu.output
+
+
+def test_a_mutants_diff_shows_the_line_before_and_after():
+    m = mutants(SOURCE, ("a", "b"), limit=1)[0]
+    assert m.diff(SOURCE).count("\n") == 1 and "- " in m.diff(SOURCE) and "+ " in m.diff(SOURCE)
