@@ -72,3 +72,20 @@ def test_a_kernel_that_hides_its_partials_is_checked_on_its_output_only():
     shown = family_of("np_decode_d128_g4")
     assert [e.output for e in shown.checks(1, case)[0].compute_reference().expected] == [
         "out", "part_m", "part_l", "part_o"]
+
+
+def test_mirror_c_scores_are_exact_under_the_h200_tensor_core_model():
+    """E_j = 0 holds for tensor-core kernels too: the probe-validated k-step model gives the exact dot products."""
+    from kcontract.families.attention import mirrors
+    from kcontract.numerics import from_bits
+    from tests.test_decode_rigor import Row, mma_scores
+
+    family = family_of("np_decode_d512_g16")
+    layout, window = next(iter(family._mirror_layouts().items()))
+    for data in family._mirror_c_rows(layout, window, family._mirror_positions(window))[:3]:
+        row = Row(from_bits(data.q, "bf16"), from_bits(data.k, "bf16"), from_bits(data.v, "bf16"), data.first,
+                  mirrors.C_SCALE)
+        exact = np.einsum("nd,hd->hn", row.k[:, 0, :], row.q)
+        assert np.array_equal(mma_scores(row).astype(np.float64), exact)
+        scaled = (mma_scores(row) * np.float32(mirrors.C_SCALE)).astype(np.float64)
+        assert np.array_equal(scaled, exact * mirrors.C_SCALE)
