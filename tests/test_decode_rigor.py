@@ -590,3 +590,32 @@ def test_partials_of_long_rows_stay_inside(d, ratio, n):
     row = draw_row(rng, n, ratio, 1, d, v_mean=1.0, peaks=4)
     for order in (Order(dot="mma", mma=True, acc="perm", fma=False), Order(dot="fma", acc="seq")):
         assert partials_outside(row, order, rng) == {"m": 0, "l": 0, "o": 0}, order
+
+
+@pytest.mark.parametrize("d, ratio, n, v_mean", [(512, 16, 3000, 0.0), (256, 2, 2000, 1.0), (128, 4, 700, 0.0)])
+def test_declared_tensor_core_order_replays_scores_and_decides_more(d, ratio, n, v_mean):
+    """score_order: replay drops E_j; a kernel scoring in that order stays inside, and more outputs are decided."""
+    rng = np.random.default_rng(d + n + 1)
+    row = draw_row(rng, n, ratio, 1, d, v_mean=v_mean, peaks=2)
+    order = Order(dot="mma", mma=True, acc="perm", fma=False)
+    bound = order.arithmetic()
+    replay = bound.model_copy(update={"score_order": "replay"})
+    chunk = chunk_index(row.first, n, order.chunk)
+    got = decode_fp32(row, order, rng)
+    decided = {}
+    for name, arith in (("bound", bound), ("replay", replay)):
+        rr = decode_row_range(row.q, row.k, row.v, chunk, row.scale, arith)
+        assert np.all(np.abs(got - rr.center) <= rr.radius), name
+        lo, hi = expected_bounds(rr.center, rr.radius, "bf16")
+        decided[name] = float(np.mean(lo == hi))
+    assert decided["replay"] >= decided["bound"] and decided["replay"] > 0.3, decided
+    assert partials_outside(row, order, rng) == {"m": 0, "l": 0, "o": 0}
+    ranges = partial_ranges_of(row, replay)
+    m = chunk_partials(row, scores_fp32(row, order, rng), order, rng)[0]
+    assert np.array_equal(ranges.m[0], ranges.m[1]) and np.array_equal(m, ranges.m[0])  # m_c decided and hit
+
+
+def partial_ranges_of(row: Row, arith: Arithmetic):
+    from kcontract.families.attention.partials import partial_ranges
+
+    return partial_ranges(row.q, row.k, row.v, chunk_index(row.first, row.k.shape[0], arith.chunk), row.scale, arith)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kcontract.families.attention.spec import Arithmetic
+from kcontract.families.attention.tensorcore import replay_scores
 from kcontract.families.attention.weights import (
     FTZ,
     WeightSystem,
@@ -66,8 +67,9 @@ def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: 
     determined, err_max = [], 0.0
     for g in range(hk):
         heads = slice(g * group, (g + 1) * group)
-        s, abs_dot = score_sums(q[heads], k[:, g, :], scale)
-        err = xp.zeros_like(s) if exact_scores else score_error(s, abs_dot, scale, d, arith)
+        s, abs_dot = score_sums(q[heads], k[:, g, :], scale, replay=arith.score_order == "replay")
+        err = xp.zeros_like(s) if exact_scores or arith.score_order == "replay" else score_error(s, abs_dot, scale,
+                                                                                                 d, arith)
         err_max = max(err_max, float(err.max()))
         frames = chunk_frames(s, err, starts)
         num, den = weight_systems(s, err, frames, chunk, starts, arith)
@@ -103,8 +105,9 @@ def check_row(q, k, v, chunk) -> tuple[int, int, int, int]:
     return hq, d, n, hk
 
 
-def score_sums(qg: np.ndarray, kg: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """Exact-as-float64 scores scale * q.k and sum_i |q_i k_i|: [G, n] each."""
+def score_sums(qg: np.ndarray, kg: np.ndarray, scale: float, replay: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and sum_i |q_i k_i|, [G, n] each: scale * q.k exact as float64, or with `replay` the kernel's own
+    fp32 scores by its declared tensor-core order (tensorcore.replay_scores)."""
     xp = array_module(qg)
     n = kg.shape[0]
     s = xp.empty((qg.shape[0], n))
@@ -112,9 +115,9 @@ def score_sums(qg: np.ndarray, kg: np.ndarray, scale: float) -> tuple[np.ndarray
     aq = xp.abs(qg)
     for b0 in range(0, n, BLOCK):
         kb = as_float64(kg[b0:b0 + BLOCK])
-        s[:, b0:b0 + BLOCK] = (kb @ qg.T).T
+        s[:, b0:b0 + BLOCK] = replay_scores(qg, kb, scale, xp) if replay else (kb @ qg.T).T * scale
         abs_dot[:, b0:b0 + BLOCK] = (xp.abs(kb) @ aq.T).T
-    return s * scale, abs_dot
+    return s, abs_dot
 
 
 @np.errstate(over="ignore", invalid="ignore")  # absurd inputs: infinite radii, never NaN

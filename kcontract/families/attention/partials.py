@@ -46,8 +46,9 @@ def partial_ranges(q, k, v, chunk_of_key, scale: float, arith: Arithmetic, exact
     sizes = np.diff(np.append(starts, n))
     parts = {name: [] for name in ("m", "l", "o")}
     for g in range(hk):
-        s, abs_dot = score_sums(q[g * group:(g + 1) * group], k[:, g, :], scale)
-        err = xp.zeros_like(s) if exact_scores else score_error(s, abs_dot, scale, d, arith)
+        replay = arith.score_order == "replay"
+        s, abs_dot = score_sums(q[g * group:(g + 1) * group], k[:, g, :], scale, replay=replay)
+        err = xp.zeros_like(s) if exact_scores or replay else score_error(s, abs_dot, scale, d, arith)
         frames = chunk_frames(s, err, starts)
         p_lo, p_hi, p_ref = _p_bounds(s, err, frames, chunk, arith)
         parts["m"].append(_m_range(frames, arith))

@@ -35,12 +35,20 @@ class Arithmetic(Strict):
 
     chunk: int = Field(default=256, gt=0)  # keys per partial, at absolute positions
     score: Literal["fp32", "mma_bf16"] = "fp32"  # IEEE fp32 dot products, or tensor-core bf16 k-steps of 16
+    score_order: Literal["any", "replay"] = "any"  # replay: the decode kernel's k-step order, replayed bit for bit
     exp: Literal["expf", "exp2f", "ex2.approx", "__expf"] = "expf"
     prob_round: Literal["none", "bf16", "bf16_numerator"] = "none"  # where p is rounded to bf16
     div: Literal["ieee", "rcp_rn", "rcp_approx", "div_full", "fdividef"] = "ieee"
     rescales_per_key: int = Field(default=0, ge=0)  # online rescales a weight may see inside its chunk
     out: Literal["bf16", "fp16", "fp32"] = "bf16"
     partials: Literal["checked", "hidden"] = "checked"  # part_m/l/o checked at fp32 resolution, or not written
+
+
+    @model_validator(mode="after")
+    def _replay_needs_mma(self) -> "Arithmetic":
+        if self.score_order == "replay" and self.score != "mma_bf16":
+            raise ValueError("score_order: replay replays tensor-core k-steps: it needs score: mma_bf16")
+        return self
 
 
 class Values(Strict):

@@ -1,0 +1,41 @@
+"""The package's tensor-core replay equals the probe-validated H200 model bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kcontract.families.attention.tensorcore import kstep, kstep_dims, replay_dots
+from kcontract.numerics import round_to
+from tools.mma.mma_model import LITERATURE, chain, mma_sum
+
+
+def bf16(x):
+    return round_to(np.asarray(x, float), "bf16")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_kstep_matches_the_model(seed):
+    rng = np.random.default_rng(seed)
+    shape = (4000,)
+    scale = np.exp2(rng.integers(-30, 30, size=shape + (16,)))
+    a = bf16(rng.standard_normal(shape + (16,)) * scale)
+    b = bf16(rng.standard_normal(shape + (16,)) * np.exp2(rng.integers(-20, 20, size=shape + (16,))))
+    c = np.float32(rng.standard_normal(shape) * np.exp2(rng.integers(-40, 40, size=shape)))
+    if seed % 2:  # exact cancellation between two products, and zero terms
+        a[:, 1], b[:, 1] = -a[:, 0], b[:, 0]
+        a[:, 12:] = 0
+    want = mma_sum(c, a, b, LITERATURE).astype(np.float64)
+    got = kstep(c.astype(np.float64), a, b)
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))  # signs of zeros included
+
+
+@pytest.mark.parametrize("d", [128, 256, 512])
+def test_a_whole_dot_matches_the_chained_model(d):
+    rng = np.random.default_rng(d)
+    q = bf16(rng.standard_normal((3, d)))
+    k = bf16(rng.standard_normal((500, d)) * 0.1)
+    idx = kstep_dims(d)
+    want = np.stack([chain(np.zeros(500, np.float32), np.broadcast_to(q[h][idx], (500,) + idx.shape), k[:, idx],
+                           LITERATURE) for h in range(3)]).astype(np.float64)
+    assert np.array_equal(replay_dots(q, k), want)
