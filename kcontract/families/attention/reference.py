@@ -6,6 +6,7 @@ import numpy as np
 
 from kcontract.families.attention.bounds import decode_row_range, expected_bounds
 from kcontract.families.attention.partials import partial_ranges
+from kcontract.families.attention.replay import replay_row
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.window import chunk_of_key
@@ -50,3 +51,24 @@ def expected_partials(rows: list[RowData], arith: Arithmetic, scale: float, n_pa
             "part_o": ("row", "head", "chunk", "dim")}
     return [Expected(name, "fp32", lo, hi, center, axes[name], masks[name])
             for name, (lo, hi, center) in arrays.items()]
+
+
+def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_part: int | None = None
+                     ) -> dict[str, Expected]:
+    """Every output's range by replaying the declared window_decode order (replay.py): out, and the partials."""
+    hq, d = rows[0].q.shape
+    group = hq // rows[0].k.shape[1]
+    found = [replay_row(r.q, r.k, r.v, r.first, r.pos, scale, arith.chunk, group) for r in rows]
+    out_lo, out_hi = (np.stack([f["out"][i] for f in found]) for i in (0, 1))
+    expected = {"out": Expected("out", arith.out, out_lo, out_hi, 0.5 * (out_lo + out_hi), AXES)}
+    if n_part is None:
+        return expected
+    for name, key, tail in (("part_m", "m", ()), ("part_l", "l", ()), ("part_o", "o", (d,))):
+        lo, hi = (np.zeros((len(rows), hq, n_part) + tail, np.float32) for _ in range(2))
+        mask = np.zeros(lo.shape, bool)
+        for b, f in enumerate(found):
+            used = f[key][0].shape[1]
+            lo[b, :, :used], hi[b, :, :used], mask[b, :, :used] = f[key][0], f[key][1], True
+        axes = ("row", "head", "chunk") + (("dim",) if tail else ())
+        expected[name] = Expected(name, "fp32", lo, hi, 0.5 * (lo + hi), axes, mask)
+    return expected

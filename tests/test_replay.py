@@ -1,0 +1,127 @@
+"""The declared-order replay bounds a kernel that follows the order with any expf within 2 ulps."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from kcontract.families.attention.replay import add32, fma32, key_groups, replay_row
+from kcontract.families.attention.tensorcore import replay_scores
+from kcontract.numerics import round_to
+
+
+def rn32_exact(x: Fraction) -> float:
+    """Round a rational to fp32 by RN-even, exactly (normal range)."""
+    if x == 0:
+        return 0.0
+    sign, x = (-1 if x < 0 else 1), abs(x)
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    while Fraction(2) ** e > x:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= x:
+        e += 1
+    unit = Fraction(2) ** (e - 23)
+    q, r = divmod(x / unit, 1)
+    q = int(q) + (1 if r > Fraction(1, 2) or (r == Fraction(1, 2) and int(q) % 2) else 0)
+    return sign * float(q * unit)
+
+
+def test_fp32_adds_and_fmas_round_once():
+    rng = np.random.default_rng(1)
+    a = np.float32(rng.standard_normal(3000) * np.exp2(rng.integers(-30, 30, 3000))).astype(np.float64)
+    b = round_to(rng.standard_normal(3000), "bf16")
+    c = np.float32(rng.standard_normal(3000) * np.exp2(rng.integers(-30, 30, 3000))).astype(np.float64)
+    want = [rn32_exact(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in zip(a, b, c)]
+    assert np.array_equal(fma32(a, b, c), np.array(want))
+    assert np.array_equal(add32(a, c), (a.astype(np.float32) + c.astype(np.float32)).astype(np.float64))
+
+
+def kernel(q, k, v, first, pos, scale, group, rng):
+    """The window_decode order with expf off by a random -2..2 ulps: m, l, o per chunk and the bf16 output."""
+    f32 = np.float32
+    hq, d = q.shape
+    c0, c1 = first // 256, pos // 256
+    outs = []
+    for h in range(hq):
+        g = h // group
+        s = replay_scores(q[h:h + 1], k[:, g, :], scale)[0]
+        ms, ls, os_ = [], [], []
+        for c in range(c0, c1 + 1):
+            keys = [j for j in range(256) if first <= 256 * c + j <= pos]
+            idx = {j: 256 * c + j - first for j in keys}
+            m = max(s[idx[j]] for j in keys)
+            p = np.zeros(256)
+            for j in keys:
+                x = f32(s[idx[j]] - m)
+                e = np.float32(np.exp(np.float64(x)))
+                if x != 0:
+                    for _ in range(abs(int(rng.integers(-2, 3)))):
+                        e = np.nextafter(e, np.float32(np.inf) if rng.random() < 0.5 else np.float32(0))
+                p[j] = np.float64(e)
+            lanes = [f32(0)] * 32
+            for i in range(8):
+                lanes = [f32(lanes[t] + f32(p[32 * i + t])) for t in range(32)]
+            for off in (16, 8, 4, 2, 1):
+                lanes = [f32(lanes[t] + lanes[t ^ off]) for t in range(32)]
+            kg = key_groups(d, group)
+            kpg = 256 // kg
+            o = None
+            for grp in range(kg):
+                acc = [0.0] * d
+                for j in range(grp * kpg, (grp + 1) * kpg):
+                    if j in idx:
+                        acc = [rn32_exact(Fraction(p[j]) * Fraction(v[idx[j], g, dd]) + Fraction(acc[dd]))
+                               for dd in range(d)]
+                o = acc if o is None else [float(f32(f32(a) + f32(b))) for a, b in zip(o, acc)]
+            ms.append(m), ls.append(float(lanes[0])), os_.append(o)
+        big_m = max(ms)
+        n = len(ms)
+        per = -(-n // 8)
+        big_l, big_o = f32(0), [f32(0)] * d
+        for w in range(8):
+            run_l, run_o = 0.0, [0.0] * d
+            for c in range(w * per, min(n, (w + 1) * per)):
+                fx = f32(ms[c] - big_m)
+                f = 1.0 if fx == 0 else float(np.nextafter(np.float32(np.exp(np.float64(fx))),
+                                                           np.float32(0) if rng.random() < 0.5 else np.float32(9)))
+                run_l = rn32_exact(Fraction(f) * Fraction(ls[c]) + Fraction(run_l))
+                run_o = [rn32_exact(Fraction(f) * Fraction(os_[c][dd]) + Fraction(run_o[dd])) for dd in range(d)]
+            big_l = f32(big_l + f32(run_l))
+            big_o = [f32(a + f32(b)) for a, b in zip(big_o, run_o)]
+        outs.append(round_to(np.array([np.float64(f32(o / big_l)) for o in big_o]), "bf16"))
+    return np.stack(outs)
+
+
+@pytest.mark.parametrize("d, group, n, first", [(128, 2, 400, 100), (128, 5, 300, 0)])
+def test_the_replayed_range_holds_the_kernel_and_decides_nearly_all(d, group, n, first):
+    rng = np.random.default_rng(d + n)
+    hq = group
+    q = round_to(rng.standard_normal((hq, d)), "bf16")
+    k = round_to(rng.standard_normal((n, 1, d)) * 0.1, "bf16")
+    v = round_to(rng.standard_normal((n, 1, d)), "bf16")
+    scale = float(np.float32(1 / np.sqrt(d)))
+    pos = first + n - 1
+    got = kernel(q, k, v, first, pos, scale, group, rng)
+    found = replay_row(q, k, v, first, pos, scale, 256, group)
+    lo, hi = found["out"]
+    assert np.all((lo <= got) & (got <= hi))
+    assert np.mean(lo == hi) > 0.95, np.mean(lo == hi)
+
+
+def test_a_declaring_entry_gets_replayed_ranges_for_its_output_and_partials():
+    from pathlib import Path
+
+    from kcontract.contract.loader import load_contract
+
+    loaded = load_contract(str(Path(__file__).resolve().parent.parent / "contract.yaml"), import_kernels=False)
+    entry = loaded.entry("decode_d128_g4_sliding")
+    assert entry.family.spec.arithmetic.sum_order == "window_decode"
+    checked = entry.family.checks(1, entry.family.cases(1)[0])[0]
+    expected = {e.output: e for e in checked.compute_reference().expected}
+    assert list(expected) == ["out", "part_m", "part_l", "part_o"]
+    out = expected["out"]
+    assert np.mean(out.lo == out.hi) > 0.9
+    m = expected["part_m"]
+    assert np.array_equal(m.lo[m.mask], m.hi[m.mask])  # every chunk maximum is known exactly
