@@ -20,6 +20,7 @@ import numpy as np
 from kcontract.families.attention.bounds import as_float64
 from kcontract.families.attention.tensorcore import replay_scores
 from kcontract.numerics import round_to
+from kcontract.numerics.xp import array_module, reference_module, to_device, to_host
 
 EXP_ULPS = 3  # expf's documented 2 ulps, and one more
 WARPS = 8  # merge runs
@@ -27,15 +28,16 @@ WARPS = 8  # merge runs
 
 def rn32(x: np.ndarray, err: np.ndarray | None = None) -> np.ndarray:
     """RN to fp32 of the exact value x + err (x float64, err its float64 rounding error), as float64."""
-    f = x.astype(np.float32)
-    r = f.astype(np.float64)
+    xp = array_module(x)
+    f = x.astype(xp.float32)
+    r = f.astype(xp.float64)
     if err is None:
         return r
-    up = np.nextafter(f, np.float32(np.inf)).astype(np.float64)
-    down = np.nextafter(f, np.float32(-np.inf)).astype(np.float64)
+    up = xp.nextafter(f, np.float32(xp.inf)).astype(xp.float64)
+    down = xp.nextafter(f, np.float32(-xp.inf)).astype(xp.float64)
     tie_up = (x == 0.5 * (r + up)) & (err > 0)  # x sits on a tie the exact value is past
     tie_down = (x == 0.5 * (r + down)) & (err < 0)
-    return np.where(tie_up, up, np.where(tie_down, down, r))
+    return xp.where(tie_up, up, xp.where(tie_down, down, r))
 
 
 def add32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -53,21 +55,23 @@ def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def ulp_steps(x: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
     """fp32 values `steps` ulps below and above RN32(x) (x >= 0; the lower one not below 0)."""
-    f = x.astype(np.float32)
+    xp = array_module(x)
+    f = x.astype(xp.float32)
     lo, hi = f.copy(), f.copy()
     for _ in range(steps):
-        lo = np.where(lo > 0, np.nextafter(lo, np.float32(0)), lo)
-        hi = np.nextafter(hi, np.float32(np.inf))
-    return lo.astype(np.float64), hi.astype(np.float64)
+        lo = xp.where(lo > 0, xp.nextafter(lo, np.float32(0)), lo)
+        hi = xp.nextafter(hi, np.float32(xp.inf))
+    return lo.astype(xp.float64), hi.astype(xp.float64)
 
 
 def exp_interval(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[lo, hi] fp32 bounds of expf(x) for fp32 x: 1 exactly at 0, 0 for -inf (masked keys)."""
+    xp = array_module(x)
     with np.errstate(over="ignore", under="ignore"):
-        mid = np.exp(x)
+        mid = xp.exp(x)
     lo, hi = ulp_steps(mid, EXP_ULPS)
-    lo = np.where(x == 0, 1.0, np.where(np.isneginf(x), 0.0, lo))
-    hi = np.where(x == 0, 1.0, np.where(np.isneginf(x), 0.0, hi))
+    lo = xp.where(x == 0, 1.0, xp.where(xp.isneginf(x), 0.0, lo))
+    hi = xp.where(x == 0, 1.0, xp.where(xp.isneginf(x), 0.0, hi))
     return lo, hi
 
 
@@ -84,57 +88,63 @@ def chunk_grid(first: int, pos: int, chunk: int) -> np.ndarray:
     return np.where((lanes >= first) & (lanes <= pos), lanes - first, -1)
 
 
-def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: int) -> dict:
-    """Bounds of one row's partials and output under the declared order: {name: (lo, hi)}."""
-    q = as_float64(np.asarray(q))
+def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: int, xp=None) -> dict:
+    """Bounds of one row's partials and output under the declared order: {name: (lo, hi)} as host arrays.
+
+    xp (numpy or cupy, default the reference module: CuPy on a GPU) computes.
+    """
+    xp = reference_module() if xp is None else xp
+    q = as_float64(to_device(np.asarray(q), xp))
     hq, d = q.shape
-    idx = chunk_grid(first, pos, chunk)
-    on = idx >= 0
-    nch = idx.shape[0]
+    idx_host = chunk_grid(first, pos, chunk)
+    idx, on = xp.asarray(np.maximum(idx_host, 0)), xp.asarray(idx_host >= 0)
+    nch = idx_host.shape[0]
     found = {name: (np.empty(shape), np.empty(shape)) for name, shape in (
         ("m", (hq, nch)), ("l", (hq, nch)), ("o", (hq, nch, d)), ("out", (hq, d)))}
     kg_n = key_groups(d, group)
     for g in range(np.asarray(k).shape[1]):
         heads = slice(g * group, (g + 1) * group)
-        kk = as_float64(np.asarray(k)[:, g, :])
-        vv = as_float64(np.asarray(v)[:, g, :])
-        s = replay_scores(q[heads], kk, scale)  # [G, n] exact fp32
-        sg = np.where(on[None], s[:, np.maximum(idx, 0)], -np.inf)  # [G, nch, C]
+        kk = as_float64(to_device(np.ascontiguousarray(np.asarray(k)[:, g, :]), xp))
+        vv = as_float64(to_device(np.ascontiguousarray(np.asarray(v)[:, g, :]), xp))
+        s = replay_scores(q[heads], kk, scale, xp)  # [G, n] exact fp32
+        sg = xp.where(on[None], s[:, idx], -xp.inf)  # [G, nch, C]
         m = sg.max(axis=2)
         with np.errstate(invalid="ignore"):
-            x = np.where(on[None], (sg - m[..., None]).astype(np.float32).astype(np.float64), -np.inf)
+            x = xp.where(on[None], (sg - m[..., None]).astype(xp.float32).astype(xp.float64), -xp.inf)
         p_lo, p_hi = exp_interval(x)
-        vg = np.where(on[..., None], vv[np.maximum(idx, 0)], 0.0)  # [nch, C, D]
+        vg = xp.where(on[..., None], vv[idx], 0.0)  # [nch, C, D]
         l_lo, l_hi = _lane_sums(p_lo), _lane_sums(p_hi)
         o_lo, o_hi = _group_chains(p_lo, p_hi, vg, kg_n)
         y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi)
         for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi)):
-            found[name][0][heads], found[name][1][heads] = lo, hi
+            found[name][0][heads], found[name][1][heads] = to_host(lo), to_host(hi)
     return found
 
 
 def _lane_sums(p: np.ndarray) -> np.ndarray:
     """l: lane L adds keys L, L + 32, ... in order from 0, then the xor butterfly (offsets 16 .. 1)."""
-    lanes = np.zeros(p.shape[:-1] + (32,))
+    xp = array_module(p)
+    lanes = xp.zeros(p.shape[:-1] + (32,))
     for i in range(p.shape[-1] // 32):
         lanes = add32(lanes, p[..., 32 * i:32 * i + 32])
     for off in (16, 8, 4, 2, 1):
-        lanes = add32(lanes, lanes[..., np.arange(32) ^ off])
+        lanes = add32(lanes, lanes[..., xp.arange(32) ^ off])
     return lanes[..., 0]
 
 
 def _group_chains(p_lo, p_hi, vg, kg_n: int):
     """o: per key group an fma chain in key order from 0, the groups added in order; (lower, upper)."""
+    xp = array_module(p_lo)
     g, nch, c = p_lo.shape
     kpg = c // kg_n
     ends = []
     for lower in (True, False):
         total = None
         for grp in range(kg_n):
-            acc = np.zeros((g, nch, vg.shape[-1]))
+            acc = xp.zeros((g, nch, vg.shape[-1]))
             for i in range(grp * kpg, (grp + 1) * kpg):
                 vi = vg[None, :, i, :]  # [1, nch, D]
-                p = np.where((vi >= 0) == lower, p_lo[:, :, i, None], p_hi[:, :, i, None])
+                p = xp.where((vi >= 0) == lower, p_lo[:, :, i, None], p_hi[:, :, i, None])
                 acc = fma32(p, vi, acc)
             total = acc if total is None else add32(total, acc)
         ends.append(total)
@@ -143,23 +153,24 @@ def _group_chains(p_lo, p_hi, vg, kg_n: int):
 
 def _merge(m, l_lo, l_hi, o_lo, o_hi):
     """out bounds: 8 warp runs of fma chains over chunks in order, runs added in warp order, O / L, bf16."""
+    xp = array_module(m)
     g, nch = m.shape
-    f_lo, f_hi = exp_interval((m - m.max(axis=1, keepdims=True)).astype(np.float32).astype(np.float64))
+    f_lo, f_hi = exp_interval((m - m.max(axis=1, keepdims=True)).astype(xp.float32).astype(xp.float64))
     per = -(-nch // WARPS)
     sums = []
     for lower in (True, False):
-        big_l, big_o = np.zeros((g, 1)), np.zeros((g, o_lo.shape[-1]))
+        big_l, big_o = xp.zeros((g, 1)), xp.zeros((g, o_lo.shape[-1]))
         for w in range(WARPS):
-            run_l, run_o = np.zeros((g, 1)), np.zeros_like(big_o)
+            run_l, run_o = xp.zeros((g, 1)), xp.zeros_like(big_o)
             for c in range(w * per, min(nch, (w + 1) * per)):
                 run_l = fma32((f_lo if lower else f_hi)[:, c:c + 1], (l_lo if lower else l_hi)[:, c:c + 1], run_l)
                 oc = (o_lo if lower else o_hi)[:, c, :]
-                f = np.where((oc >= 0) == lower, f_lo[:, c:c + 1], f_hi[:, c:c + 1])
+                f = xp.where((oc >= 0) == lower, f_lo[:, c:c + 1], f_hi[:, c:c + 1])
                 run_o = fma32(f, oc, run_o)
             big_l, big_o = add32(big_l, run_l), add32(big_o, run_o)
         sums.append((big_l, big_o))
     (l_small, o_small), (l_big, o_big) = sums
     with np.errstate(divide="ignore", invalid="ignore"):
-        y_lo = np.where(o_small >= 0, o_small / l_big, o_small / l_small)
-        y_hi = np.where(o_big >= 0, o_big / l_small, o_big / l_big)
+        y_lo = xp.where(o_small >= 0, o_small / l_big, o_small / l_small)
+        y_hi = xp.where(o_big >= 0, o_big / l_small, o_big / l_big)
     return round_to(rn32(y_lo), "bf16"), round_to(rn32(y_hi), "bf16")
