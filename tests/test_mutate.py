@@ -78,3 +78,29 @@ def test_mutate_refuses_unknown_and_python_entries():
 def test_a_mutants_diff_shows_the_line_before_and_after():
     m = mutants(SOURCE, ("a", "b"), limit=1)[0]
     assert m.diff(SOURCE).count("\n") == 1 and "- " in m.diff(SOURCE) and "+ " in m.diff(SOURCE)
+
+
+def test_barrier_survivors_go_to_racecheck(tmp_path, monkeypatch):
+    from kcontract.commands.mutate_cmd import _race_check
+    from kcontract.contract.loader import load_contract
+    from kcontract.mutate.campaign import load
+
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    done = CliRunner().invoke(cli, ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"),
+                                    "--limit", "14", "--prepare-only"])
+    assert done.exit_code == 0, done.output
+    here = tmp_path / "cache" / "mutants" / "decode_d256_g2_sliding"
+    campaign = load(here)
+    barrier = next(m for m in campaign.mutants if m.kind == "sync" and m.status == "candidate")
+    other = next(m for m in campaign.mutants if m.kind != "sync" and m.status == "candidate")
+    barrier.status = other.status = "survived"  # as if the gates had run and missed both
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *{barrier.ident}_g1*) echo "========= Error: Race reported";'
+                    f' echo "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)"; exit 99;; esac\n'
+                    f'echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("KCONTRACT_SANITIZER", str(fake))
+    contract = str(here / "contract.yaml")
+    _race_check(campaign, contract, load_contract(contract, import_kernels=False))
+    assert barrier.status == "killed" and barrier.detail.startswith("racecheck: 2 races")
+    assert other.status == "survived"  # only barrier mutants are race-checked

@@ -95,7 +95,29 @@ def _run(campaign: Campaign, here: Path, jobs) -> None:
     with RunProgress(out, work_units(mutant_contract, tasks)) as progress:
         outcomes = run_tasks(tasks, workers, lambda step: None, progress.done)
     judge_runs(campaign, outcomes)
+    _race_check(campaign, contract, mutant_contract)
     save(campaign, here)
+
+
+def _race_check(campaign: Campaign, contract: str, mutant_contract) -> None:
+    """Barrier mutants the gates miss (a race the GPU's timing hides) go to racecheck; errors there kill them."""
+    from kcontract.errors import EnvironmentProblem
+    from kcontract.sanitizer import Target, run_one, sanitizer_path, smallest_case
+
+    survivors = [m for m in campaign.mutants if m.status == "survived" and m.kind == "sync"]
+    if not survivors:
+        return
+    try:
+        sanitizer = sanitizer_path()
+    except EnvironmentProblem as problem:
+        err.print(f"mutate: barrier survivors not race-checked: {problem.message}", markup=False)
+        return
+    case = smallest_case(mutant_contract.entry(campaign.entry))
+    for m in survivors:
+        finding = run_one(sanitizer, "racecheck", contract, Target("control", f"{m.ident}_g1", campaign.entry, case),
+                          timeout=600)
+        if finding.status == "errors":
+            m.status, m.detail = "killed", f"racecheck: {finding.errors} races ({finding.detail[:160]})"
 
 
 def _line(report: dict) -> str:
