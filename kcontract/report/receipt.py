@@ -72,8 +72,12 @@ def receipt_markdown(receipt: dict) -> str:
             lines.append(f"| {name} | all | {entry['status']} | | | | | | |")
         for gate, r in sorted(entry.get("gates", {}).items()):
             verdict = "pass" if r["passed"] else "FAIL"
-            lines.append(f"| {name} | {gate} | {verdict} | {r['checked']} | {r['decided']} | {r['bit_equal']} | "
-                         f"{r['within']} | {r['failures']} | {r['seconds']:.1f} |")
+            parts = (r.get("facts") or {}).get("by_output") or {"": r}
+            for output, c in parts.items():  # one row per output buffer where a gate checks several
+                passed = verdict if not output else ("pass" if c["failures"] == 0 else "FAIL")
+                lines.append(f"| {name} | {gate}{' ' + output if output else ''} | {passed} | {c['checked']} | "
+                             f"{c['decided']} | {c['bit_equal']} | {c['within']} | {c['failures']} | "
+                             f"{r['seconds']:.1f} |")
     controls = receipt.get("controls", [])
     if controls:
         lines += ["", "| control | red at |", "|---|---|"]
@@ -81,6 +85,11 @@ def receipt_markdown(receipt: dict) -> str:
             red = [g for g, r in sorted(c.get("gates", {}).items()) if not r["passed"]]
             lines.append(f"| {c['task']['name']} | {' '.join(red) or c['status']} |")
     lines += ["", "```", receipt.get("summary", ""), "```"]
+    for entry_name, m in sorted((receipt.get("mutation") or {}).items()):
+        s = m.get("by_status", {})
+        lines.append(f"Mutation, {entry_name}: {m.get('mutants')} mutants, {s.get('stillborn', 0)} do not compile, "
+                     f"{s.get('equivalent', 0)} equivalent on {m.get('sm')}, {s.get('killed', 0)} killed, "
+                     f"{s.get('survived', 0)} survived ({m.get('score_pct')} %)")
     bench = receipt.get("bench") or []
     if bench:
         ceiling = receipt.get("bench_ceiling", {})
