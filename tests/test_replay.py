@@ -125,3 +125,18 @@ def test_a_declaring_entry_gets_replayed_ranges_for_its_output_and_partials():
     assert np.mean(out.lo == out.hi) > 0.9
     m = expected["part_m"]
     assert np.array_equal(m.lo[m.mask], m.hi[m.mask])  # every chunk maximum is known exactly
+
+
+def test_a_long_head_dim_512_row_is_decided_where_the_order_free_bound_is_not():
+    """4,096 keys, 16 heads, zero-mean v: the replayed order decides above 95 %, the order-free bound below 30 %."""
+    from tests.test_decode_rigor import Order, chunk_index, draw_row
+    from kcontract.families.attention.bounds import decode_row_range, expected_bounds
+
+    rng = np.random.default_rng(3)
+    n = 4096
+    row = draw_row(rng, n, 16, 1, 512, v_mean=0.0, peaks=2)
+    lo, hi = replay_row(row.q, row.k, row.v, row.first, row.first + n - 1, row.scale, 256, 16)["out"]
+    bound = decode_row_range(row.q, row.k, row.v, chunk_index(row.first, n, 256), row.scale,
+                             Order(dot="mma", mma=True).arithmetic())
+    b_lo, b_hi = expected_bounds(bound.center, bound.radius, "bf16")
+    assert np.mean(lo == hi) > 0.95 and np.mean(b_lo == b_hi) < 0.3, (np.mean(lo == hi), np.mean(b_lo == b_hi))

@@ -110,18 +110,10 @@ class MmaModel:
     zero_sign: str = "ieee"
 
     def __post_init__(self):
-        if self.group not in GROUPS:
-            raise ValueError(f"group {self.group!r} not in {GROUPS}")
-        if self.truncate not in TRUNCATES:
-            raise ValueError(f"truncate {self.truncate!r} not in {TRUNCATES}")
-        if self.round not in ROUNDS:
-            raise ValueError(f"round {self.round!r} not in {ROUNDS}")
-        if self.align not in ALIGNS:
-            raise ValueError(f"align {self.align!r} not in {ALIGNS}")
-        if self.subnormals not in SUBNORMALS:
-            raise ValueError(f"subnormals {self.subnormals!r} not in {SUBNORMALS}")
-        if self.zero_sign not in ZERO_SIGNS:
-            raise ValueError(f"zero_sign {self.zero_sign!r} not in {ZERO_SIGNS}")
+        for name, allowed in (("group", GROUPS), ("truncate", TRUNCATES), ("round", ROUNDS), ("align", ALIGNS),
+                              ("subnormals", SUBNORMALS), ("zero_sign", ZERO_SIGNS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} {getattr(self, name)!r} not in {allowed}")
         if self.truncate != "none" and not (8 <= int(self.keep_bits) <= _EXACT_F):
             raise ValueError(f"keep_bits must be in [8, {_EXACT_F}]")
 
