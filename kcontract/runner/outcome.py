@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from kcontract.gates.base import GateResult
@@ -50,3 +51,22 @@ class Progress:
     gate: int
     case: str | None = None
     result: GateResult | None = None
+
+
+def merge_outcomes(outcomes: list[Outcome]) -> list[Outcome]:
+    """One outcome per entry or control, its gates gathered from the per-gate tasks, in first-seen order."""
+    merged: dict[tuple[str, str], Outcome] = {}
+    for o in outcomes:
+        key = (o.task.kind, o.task.name)
+        if key not in merged:
+            merged[key] = dataclasses.replace(o, task=dataclasses.replace(o.task, gates=list(o.task.gates)),
+                                              gates=dict(o.gates))
+            continue
+        m = merged[key]
+        m.task.gates = sorted(set(m.task.gates) | set(o.task.gates))
+        m.gates = dict(sorted({**m.gates, **o.gates}.items()))
+        m.seconds += o.seconds
+        m.kernel = m.kernel or o.kernel
+        if m.status == "ran" and o.status != "ran":
+            m.status, m.detail, m.trace, m.fatal = o.status, o.detail, o.trace, o.fatal
+    return list(merged.values())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 from dataclasses import dataclass
 
@@ -68,25 +67,6 @@ def _weight(entry) -> int:
     """How heavy an entry's gates are: the host bytes of its largest case."""
     family = entry.family
     return max((family.case_bytes(c) for c in family.cases(1)), default=0)
-
-
-def merge_outcomes(outcomes: list) -> list:
-    """One outcome per entry or control, its gates gathered from the per-gate tasks, in first-seen order."""
-    merged: dict[tuple[str, str], object] = {}
-    for o in outcomes:
-        key = (o.task.kind, o.task.name)
-        if key not in merged:
-            merged[key] = dataclasses.replace(o, task=dataclasses.replace(o.task, gates=list(o.task.gates)),
-                                              gates=dict(o.gates))
-            continue
-        m = merged[key]
-        m.task.gates = sorted(set(m.task.gates) | set(o.task.gates))
-        m.gates = dict(sorted({**m.gates, **o.gates}.items()))
-        m.seconds += o.seconds
-        m.kernel = m.kernel or o.kernel
-        if m.status == "ran" and o.status != "ran":
-            m.status, m.detail, m.trace, m.fatal = o.status, o.detail, o.trace, o.fatal
-    return list(merged.values())
 
 
 def _refuse_empty(loaded: LoadedContract, tasks: list[Task], sel: Selection, considered: list[str]) -> None:

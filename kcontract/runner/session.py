@@ -9,8 +9,7 @@ from kcontract.contract.loaded import LoadedContract
 from kcontract.machine import free_gpu_memory, physical_memory, size_text, usable_cores
 from kcontract.records.gate5 import orphan_records
 from kcontract.report.summary import Summary, summarise
-from kcontract.runner.outcome import Outcome, Progress, Task
-from kcontract.runner.plan import merge_outcomes
+from kcontract.runner.outcome import Outcome, Progress, Task, merge_outcomes
 from kcontract.runner.pool import in_process, run_in_workers
 
 
