@@ -49,6 +49,17 @@ def test_decided_outputs_must_be_bit_equal_and_undecided_inside():
     assert r.passed and r.checked == 2 and r.decided == 1 and r.bit_equal == 1 and r.within == 1
 
 
+def test_decided_counts_per_case_where_several_cases_ran():
+    t = RangeTally(1)
+    for case, lo, hi in (("short", [[1.0, 0.5]], [[1.0, 0.5]]), ("long", [[1.0, 0.5]], [[1.0, 0.75]])):
+        c = checked(lo, hi)
+        c = Checked(case, c.problem, c.reference)
+        t.add(c, c.compute_reference(), {"out": rn_bits(np.asarray([[1.0, 0.5]], float), "bf16")})
+    r = t.finish(ctx())
+    assert r.passed and r.facts["by_case"] == {"short": {"out": {"checked": 2, "decided": 2}},
+                                                "long": {"out": {"checked": 2, "decided": 1}}}
+
+
 def test_one_ulp_off_a_decided_output_fails_with_coordinates_and_replay():
     r = tally([[1.0, 2.0]], [[1.0, 2.0]], [[1.0, 2.015625]]).result
     assert not r.passed and r.failures == 1

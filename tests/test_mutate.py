@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
 from click.testing import CliRunner
 
 from kcontract.cli import cli
@@ -67,6 +68,19 @@ def test_a_prepared_campaign_drops_stillborn_and_equivalent_mutants(tmp_path, mo
     assert "MUTATE decode_d256_g2_sliding: 24 mutants" in done.output and "not run (no GPU here)" in done.output
 
 
+def test_mutants_run_on_the_chosen_cases_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    args = ["mutate", "decode_d512_g16", "--contract", str(ROOT / "contract.yaml"), "--limit", "3", "--prepare-only"]
+    wrong = CliRunner().invoke(cli, args + ["--case", "linear_99"])
+    assert wrong.exit_code == 2 and "--case linear_99: decode_d512_g16 has no such case" in wrong.output
+    done = CliRunner().invoke(cli, args + ["--case", "linear_20000"])
+    assert done.exit_code == 0, done.output
+    here = tmp_path / "cache" / "mutants" / "decode_d512_g16"
+    contract = yaml.safe_load((here / "contract.yaml").read_text())
+    assert [c["name"] for c in contract["entries"][0]["cases"]] == ["linear_20000"]
+    assert json.loads((here / "campaign.json").read_text())["cases"] == ["linear_20000"]
+
+
 def test_mutate_refuses_unknown_and_python_entries():
     done = CliRunner().invoke(cli, ["mutate", "nope", "--contract", str(ROOT / "contract.yaml")])
     assert done.exit_code == 2 and "nope: no such entry" in done.output
@@ -80,8 +94,8 @@ def test_a_mutants_diff_shows_the_line_before_and_after():
     assert m.diff(SOURCE).count("\n") == 1 and "- " in m.diff(SOURCE) and "+ " in m.diff(SOURCE)
 
 
-def test_barrier_survivors_go_to_racecheck(tmp_path, monkeypatch):
-    from kcontract.commands.mutate_cmd import _race_check
+def test_survivors_go_to_the_sanitizer(tmp_path, monkeypatch):
+    from kcontract.commands.mutate_cmd import _sanitize_survivors
     from kcontract.contract.loader import load_contract
     from kcontract.mutate.campaign import load
 
@@ -95,12 +109,18 @@ def test_barrier_survivors_go_to_racecheck(tmp_path, monkeypatch):
     other = next(m for m in campaign.mutants if m.kind != "sync" and m.status == "candidate")
     barrier.status = other.status = "survived"  # as if the gates had run and missed both
     fake = tmp_path / "compute-sanitizer"
-    fake.write_text(f'#!/bin/sh\ncase "$*" in *{barrier.ident}_g1*) echo "========= Error: Race reported";'
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/calls\n'
+                    f'case "$*" in *racecheck*{barrier.ident}_g1*) echo "========= Error: Race reported";'
                     f' echo "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)"; exit 99;; esac\n'
-                    f'echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"\n')
+                    f'case "$*" in *racecheck*) echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors)";;'
+                    f' *) echo "========= ERROR SUMMARY: 0 errors";; esac\n')
     fake.chmod(0o755)
     monkeypatch.setenv("KCONTRACT_SANITIZER", str(fake))
     contract = str(here / "contract.yaml")
-    _race_check(campaign, contract, load_contract(contract, import_kernels=False))
-    assert barrier.status == "killed" and barrier.detail.startswith("racecheck: 2 races")
-    assert other.status == "survived"  # only barrier mutants are race-checked
+    _sanitize_survivors(campaign, contract, load_contract(contract, import_kernels=False))
+    assert barrier.status == "killed" and barrier.detail.startswith("racecheck: 2 errors")
+    assert other.status == "survived"  # clean under memcheck and initcheck
+    calls = (tmp_path / "calls").read_text().splitlines()
+    tools = sorted((c.split()[1], c.split()[-2]) for c in calls)
+    assert tools == sorted([("racecheck", f"{barrier.ident}_g1"), ("memcheck", f"{other.ident}_g1"),
+                            ("initcheck", f"{other.ident}_g1")])

@@ -8,8 +8,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
-STEPS=${STEPS:-probe,run,warm,sanitize,bench,tests}
-mkdir -p "$OUT"
+STEPS=${STEPS:-probe,run,warm,undeclared,sanitize,mutate,bench,tests}
+MUTATE_OUT=${MUTATE_OUT:-$OUT}  # per-entry campaign JSONs (the receipt has the scores)
+mkdir -p "$OUT" "$MUTATE_OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
 fi
@@ -35,15 +36,26 @@ if has warm; then  # again, inputs and references from the cache
   echo "run exit $? after $((SECONDS - began)) s (warm)" >> "$OUT/warm.log"
 fi
 [ -n "${probe:-}" ] && wait "$probe"
+if has undeclared; then  # gate 1 again with the declared orders taken out: the decided fractions they buy
+  sed -E 's/score_order: replay/score_order: any/; s/sum_order: window_decode/sum_order: any/' contract.yaml \
+    > contract-undeclared.yaml
+  timeout "${RUN_LIMIT:-330}" python3 -m kcontract run --contract contract-undeclared.yaml --gate 1 --no-controls \
+    --jobs "${JOBS:-auto}" --json "$OUT/undeclared.json" > "$OUT/undeclared.log" 2>&1
+  echo "undeclared exit $?" >> "$OUT/undeclared.log"
+  rm -f contract-undeclared.yaml
+fi
 if has sanitize; then  # each CUDA entry's smallest case and its controls under compute-sanitizer
   timeout "${SANITIZE_LIMIT:-300}" python3 -m kcontract run --sanitize --jobs "${SANITIZE_JOBS:-16}" \
     --json "$OUT/sanitize.json" > "$OUT/sanitize.log" 2>&1
   echo "sanitize exit $?" >> "$OUT/sanitize.log"
 fi
 if has mutate; then  # mutation scores into the receipt (mutants prepared here and carried in .cubins)
-  for entry in ${MUTATE_ENTRIES:-}; do
-    timeout "${MUTATE_LIMIT_S:-200}" python3 -m kcontract mutate "$entry" --limit "${MUTATE_LIMIT:-30}" \
-      --receipt "$OUT/receipt.json" --json "$OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
+  for pick in ${MUTATE_ENTRIES:-}; do  # ENTRY or ENTRY:CASE (the mutants run on that case only)
+    entry=${pick%%:*}
+    cases=()
+    [[ $pick == *:* ]] && cases=(--case "${pick#*:}")
+    timeout "${MUTATE_LIMIT_S:-200}" python3 -m kcontract mutate "$entry" "${cases[@]}" --limit "${MUTATE_LIMIT:-30}" \
+      --receipt "$OUT/receipt.json" --json "$MUTATE_OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
     echo "mutate $entry exit $?" >> "$OUT/mutate.log"
   done
 fi
@@ -62,6 +74,7 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/cold.json" ] && python3 tools/profile_top.py "$OUT/cold.json" 12
 [ -f "$OUT/warm.log" ] && grep -E "SUMMARY|run exit|jobs auto" "$OUT/warm.log"
 [ -f "$OUT/warm.json" ] && python3 tools/profile_top.py "$OUT/warm.json" 6
+[ -f "$OUT/undeclared.json" ] && [ -f "$OUT/receipt.json" ] && python3 tools/decided_table.py "$OUT/receipt.json" "$OUT/undeclared.json"
 [ -f "$OUT/sanitize.log" ] && grep -vE ": clean, " "$OUT/sanitize.log" | cut -c1-300 | tail -30
 [ -f "$OUT/mutate.log" ] && grep -E "^(MUTATE|survived|mutate)" "$OUT/mutate.log" | cut -c1-300
 [ -f "$OUT/bench.log" ] && tail -60 "$OUT/bench.log" | cut -c1-200

@@ -26,12 +26,14 @@ from kcontract.toolchain.units import resolve_source
 @click.option("--seed", "mutant_seed", type=click.IntRange(0, 2**31), default=0, show_default=True,
               help="Which sites each class samples.")
 @click.option("--sm", default="sm_90", show_default=True, help="The SM whose SASS decides equivalence.")
+@click.option("--case", "cases", multiple=True, help="Run the mutants on this case of ENTRY only (repeatable; "
+              "default: all its cases).")
 @click.option("--prepare-only", is_flag=True, help="Write and compile the mutants (no GPU needed), run nothing.")
 @click.option("--jobs", "jobs", type=Jobs(), default="auto", show_default=True, help="Workers running mutants.")
 @click.option("--json", "json_path", help="Write the campaign as JSON.")
 @click.option("--receipt", "receipt_path", help="Add the score to this receipt under `mutation`.")
 @user_errors
-def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, prepare_only, jobs, json_path,
+def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, prepare_only, jobs, json_path,
                    receipt_path) -> None:
     """Mutate ENTRY's CUDA source (operators, comparisons, +-1, barriers, buffers, rescales, constants), drop
     mutants whose machine code on --sm is unchanged, run the rest under the entry's gates 1-4, report the score."""
@@ -42,14 +44,18 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, prepare_on
     entry = loaded.entry(entry_name)
     if entry.kernel.cuda is None:
         raise UsageError(f"{entry_name}: mutate needs a CUDA kernel; its kernel is {entry.kernel.label}")
+    known = entry.family.cases(1)
+    unknown = [c for c in cases if c not in known]
+    if unknown:
+        raise UsageError(f"--case {unknown[0]}: {entry_name} has no such case; its cases: {', '.join(known)}")
     require_writable(json=json_path)
     if receipt_path and not Path(receipt_path).is_file():
         raise UsageError(f"--receipt {receipt_path}: no such receipt; write it with `kcontract run --receipt`")
     os.environ[CACHE_ENV] = str(default_root(contract_path).resolve())  # mutants share cubins, inputs, references
     here = workdir(loaded, entry_name)
-    campaign = _current(load(here), loaded, entry, limit, mutant_seed, sm)
+    campaign = _current(load(here), loaded, entry, limit, mutant_seed, sm, cases)
     if campaign is None:
-        campaign = prepare(loaded, entry_name, limit, mutant_seed, sm)
+        campaign = prepare(loaded, entry_name, limit, mutant_seed, sm, cases=tuple(cases))
     counts = campaign.counts()["by_status"]
     err.print(f"mutate {entry_name}: {len(campaign.mutants)} mutants in {here}: {counts.get('stillborn', 0)} do not "
               f"compile, {counts.get('equivalent', 0)} equivalent on {sm}, {counts.get('candidate', 0)} to run",
@@ -70,13 +76,14 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, prepare_on
     sys.exit(0 if prepare_only or report["by_status"].get("candidate", 0) == 0 else 1)
 
 
-def _current(campaign: Campaign | None, loaded, entry, limit: int, seed: int, sm: str) -> Campaign | None:
-    """A prepared campaign for this very source, limit, seed and SM, or None."""
+def _current(campaign: Campaign | None, loaded, entry, limit: int, seed: int, sm: str,
+             cases: tuple[str, ...]) -> Campaign | None:
+    """A prepared campaign for this very source, limit, seed, SM and cases, or None."""
     if campaign is None:
         return None
     text = resolve_source(Path(loaded.path).resolve().parent, entry.kernel.cuda.source).read_bytes()
     same = (campaign.source_sha256 == hashlib.sha256(text).hexdigest() and campaign.sm == sm
-            and campaign.seed == seed and len(campaign.mutants) <= limit)
+            and campaign.seed == seed and len(campaign.mutants) <= limit and campaign.cases == list(cases))
     return campaign if same else None
 
 
@@ -95,29 +102,38 @@ def _run(campaign: Campaign, here: Path, jobs) -> None:
     with RunProgress(out, work_units(mutant_contract, tasks)) as progress:
         outcomes = run_tasks(tasks, workers, lambda step: None, progress.done)
     judge_runs(campaign, outcomes)
-    _race_check(campaign, contract, mutant_contract)
+    _sanitize_survivors(campaign, contract, mutant_contract)
     save(campaign, here)
 
 
-def _race_check(campaign: Campaign, contract: str, mutant_contract) -> None:
-    """Barrier mutants the gates miss (a race the GPU's timing hides) go to racecheck; errors there kill them."""
+SURVIVOR_TOOLS = {"sync": ("racecheck",)}  # per mutant class; any other class: memory errors
+MEMORY_TOOLS = ("memcheck", "initcheck")
+
+
+def _sanitize_survivors(campaign: Campaign, contract: str, mutant_contract, jobs: int = 8) -> None:
+    """Mutants the gates miss go to compute-sanitizer (barriers to racecheck, others to memcheck and initcheck:
+    a race or an access the GPU's timing or allocation granularity hides); errors there kill them."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from kcontract.errors import EnvironmentProblem
     from kcontract.sanitizer import Target, run_one, sanitizer_path, smallest_case
 
-    survivors = [m for m in campaign.mutants if m.status == "survived" and m.kind == "sync"]
+    survivors = [m for m in campaign.mutants if m.status == "survived"]
     if not survivors:
         return
     try:
         sanitizer = sanitizer_path()
     except EnvironmentProblem as problem:
-        err.print(f"mutate: barrier survivors not race-checked: {problem.message}", markup=False)
+        err.print(f"mutate: survivors not sanitized: {problem.message}", markup=False)
         return
     case = smallest_case(mutant_contract.entry(campaign.entry))
-    for m in survivors:
-        finding = run_one(sanitizer, "racecheck", contract, Target("control", f"{m.ident}_g1", campaign.entry, case),
-                          timeout=600)
-        if finding.status == "errors":
-            m.status, m.detail = "killed", f"racecheck: {finding.errors} races ({finding.detail[:160]})"
+    work = [(m, tool) for m in survivors for tool in SURVIVOR_TOOLS.get(m.kind, MEMORY_TOOLS)]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        findings = list(pool.map(lambda job: run_one(sanitizer, job[1], contract, Target(
+            "control", f"{job[0].ident}_g1", campaign.entry, case), timeout=600), work))
+    for (m, tool), finding in zip(work, findings):
+        if finding.status == "errors" and m.status == "survived":
+            m.status, m.detail = "killed", f"{tool}: {finding.errors} errors ({finding.detail[:160]})"
 
 
 def _line(report: dict) -> str:

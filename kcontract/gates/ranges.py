@@ -42,6 +42,7 @@ class RangeTally:
         self._worst_score = -1.0
         self.facts: dict[str, list] = {}
         self.by_output: dict[str, dict[str, int]] = {}  # counts per output buffer (out, part_m, ...)
+        self.by_case: dict[str, dict[str, dict[str, int]]] = {}  # checked and decided per case and output
 
     def add(self, checked: Checked, reference: Reference, outputs: dict[str, np.ndarray]) -> None:
         """Check every expected output of one run."""
@@ -65,6 +66,9 @@ class RangeTally:
         for key, n in counts.items():
             setattr(r, key, getattr(r, key) + n)
             self.by_output.setdefault(exp.output, dict.fromkeys(counts, 0))[key] += n
+        per_case = self.by_case.setdefault(case, {}).setdefault(exp.output, {"checked": 0, "decided": 0})
+        per_case["checked"] += counts["checked"]
+        per_case["decided"] += counts["decided"]
         if bad.any():
             self._offender(case, exp, got, got_bits, lo_bits, hi_bits, bad)
 
@@ -100,6 +104,8 @@ class RangeTally:
         r.facts["decided_pct"] = round(100.0 * r.decided / r.checked, 2) if r.checked else 0.0
         if len(self.by_output) > 1:
             r.facts["by_output"] = self.by_output
+        if len(self.by_case) > 1:
+            r.facts["by_case"] = self.by_case
         for key, values in self.facts.items():
             numeric = [v for v in values if isinstance(v, (int, float))]
             if numeric and len(numeric) == len(values):

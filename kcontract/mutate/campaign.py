@@ -52,6 +52,7 @@ class Campaign:
     sm: str
     seed: int
     mutants: list[MutantResult] = field(default_factory=list)
+    cases: list[str] = field(default_factory=list)  # the entry's cases the mutants run on; empty: all
 
     def counts(self) -> dict:
         """Mutants per status, per class, and the score (killed over non-equivalent ones that compile)."""
@@ -74,8 +75,10 @@ def workdir(loaded, entry_name: str) -> Path:
     return default_root(loaded.path) / "mutants" / entry_name
 
 
-def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int | None = None) -> Campaign:
-    """Write the mutants and their contract, compile them for `sm`, drop stillborn and equivalent ones."""
+def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int | None = None,
+            cases: tuple[str, ...] = ()) -> Campaign:
+    """Write the mutants and their contract (on `cases` of the entry, or all), compile them for `sm`, drop
+    stillborn and equivalent ones."""
     entry = loaded.entry(entry_name)
     cuda = entry.kernel.cuda
     base = Path(loaded.path).resolve().parent
@@ -87,10 +90,11 @@ def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int |
     for m in made:
         (here / f"{m.ident}.cu").write_text(m.source)
     campaign = Campaign(entry_name, cuda.source, hashlib.sha256(original.encode()).hexdigest(), sm, seed,
-                        [MutantResult(m.ident, m.kind, m.line, m.change, m.diff(original)) for m in made])
-    contract = write_contract(loaded, entry, here, made, sm)
+                        [MutantResult(m.ident, m.kind, m.line, m.change, m.diff(original)) for m in made],
+                        list(cases))
+    contract = write_contract(loaded, entry, here, made, sm, cases)
     _judge_compiles(campaign, contract, sm, jobs)
-    write_contract(loaded, entry, here, [m for m in made if _status(campaign, m.ident) == "candidate"], sm)
+    write_contract(loaded, entry, here, [m for m in made if _status(campaign, m.ident) == "candidate"], sm, cases)
     save(campaign, here)
     return campaign
 
@@ -99,12 +103,15 @@ def _status(campaign: Campaign, ident: str) -> str:
     return next(m.status for m in campaign.mutants if m.ident == ident)
 
 
-def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str) -> Path:
-    """The entry (its source by a relative path) and, per mutant and gate, a control standing in for it."""
+def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str, cases: tuple[str, ...] = ()) -> Path:
+    """The entry (its source by a relative path, on `cases` or all) and, per mutant and gate, a control standing
+    in for it."""
     cuda = entry.kernel.cuda.model_dump(mode="json", exclude_none=True, exclude={"instances"})
     source = resolve_source(Path(loaded.path).resolve().parent, cuda["source"]).resolve()
     cuda["source"] = os.path.relpath(source, here)
     spec = entry.family.spec.model_dump(mode="json", exclude_none=True)
+    if cases:
+        spec["cases"] = [c for c in spec["cases"] if c["name"] in cases]
     document = {
         "version": 1, "seed": loaded.seed, "targets": [sm],
         "entries": [{"name": entry.name, "family": entry.family.name, "kernel": {"cuda": cuda},
