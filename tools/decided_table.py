@@ -24,7 +24,7 @@ def per_case(document: dict) -> dict[tuple[str, str], dict[str, dict[str, int]]]
         if cases is None:  # one case: the totals are its counts
             cases = {"(all)": facts.get("by_output") or {"out": gate}}
         for case, outputs in cases.items():
-            found[(entry["name"], case)] = outputs
+            found[(entry["task"]["name"], case)] = outputs
     return found
 
 
