@@ -65,13 +65,14 @@ def test_cpu_contract_from_the_repository_root_at_80_columns(tmp_path):
     proc = kcontract("run", "--contract", "tests/contracts/cpu.yaml", "--jobs", "2", "--json", str(report))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     no_traceback(proc)
-    assert "SUMMARY 3 kernels: 3 pass gates 1-4, 0 fail, 0 known findings; 14 controls: 14 red as planted, " \
+    assert "SUMMARY 5 kernels: 5 pass gates 1-4, 0 fail, 0 known findings; 20 controls: 20 red as planted, " \
            "0 missed; 0 limit problems" in proc.stdout
     assert "…" not in proc.stdout + proc.stderr  # nothing truncated
-    for entry in ("np_decode_d128_g4", "np_decode_d512_g16", "np_decode_d256_g3"):
+    for entry in ("np_decode_d128_g4", "np_decode_d512_g16", "np_decode_d256_g3", "np_prompt_d256_g2_sliding",
+                  "np_prompt_d128_g4"):
         for gate in (1, 2, 3, 4):
             assert re.search(rf"^{entry} gate {gate} .*: pass, \d+ ", proc.stdout, re.M), (entry, gate)
-    assert len([line for line in proc.stderr.splitlines() if "red as planted at gate" in line]) == 14
+    assert len([line for line in proc.stderr.splitlines() if "red as planted at gate" in line]) == 20
     doc = json.loads(report.read_text())
     for control in doc["controls"]:
         red = [int(g) for g, r in control["gates"].items() if not r["passed"]]

@@ -133,3 +133,23 @@ def bf16_scores(batch):
 def prescaled_q_bf16(batch):
     """Gate 4 (mirror C): q * scale rounded to bf16 before the dot products."""
     return {}
+
+
+def _prompt(**hooks):
+    """A planted-fault prompt with window_prompt's signature."""
+    from .prompt import prompt_rows
+
+    def fn(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, part_m, part_l, part_o, out, *, win, ring,
+           n_part, scale, kv_heads, n_seq):
+        prompt_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, part_m, part_l, part_o, out,
+                    win=win, ring=ring, n_part=n_part, scale=scale, **hooks)
+
+    return fn
+
+
+prompt_image_rows_causal = _prompt(last=lambda pos, given: pos)  # image rows see only up to themselves
+prompt_image_one_past = _prompt(last=lambda pos, given: given + 1 if given > pos else given)
+prompt_causal_off_by_one = _prompt(last=lambda pos, given: given + 1 if given == pos else given)
+prompt_tiles_from_chunk_start = _prompt(origin=lambda seq_pos0: seq_pos0)  # chunks counted from the call's row
+prompt_bf16_p = _prompt(exp=lambda x: _bf16_values(np.exp(x)))  # p rounded to bf16 in a kernel declared P32
+prompt_merge_without_rescale = _prompt(factor=lambda m, l, big_m: np.ones_like(m))

@@ -92,13 +92,14 @@ def chunk_sums(heads: HeadLayout, kf, vf, mask, scale, acc_round, exp=np.exp, sc
 
 
 def partial_chunks(qb, k_cache, v_cache, pos, slot, *, win, ring, scale, chunk=CHUNK, span=visible,
-                   keep=None, key_heads=group_heads, count=chunk_count, acc_round=None, **score_hooks):
-    """One row's partials: m, l [n, Hq] and o [n, Hq, D] in fp32, from its keys alone."""
+                   keep=None, key_heads=group_heads, count=chunk_count, acc_round=None, origin=0, **score_hooks):
+    """One row's partials: m, l [n, Hq] and o [n, Hq, D] in fp32, from its keys alone; chunks start at
+    multiples of `chunk` from position `origin` (0: absolute positions)."""
     hq, d = qb.shape
     hk = k_cache.shape[2]
     lo, hi = span(pos, win)
-    n = max(0, count(lo, hi, chunk))
-    lanes = (lo // chunk + np.arange(n))[:, None] * chunk + np.arange(chunk)  # slot j, lane i: a position
+    n = max(0, count(lo - origin, hi - origin, chunk))
+    lanes = ((lo - origin) // chunk + np.arange(n))[:, None] * chunk + np.arange(chunk) + origin  # slot j, lane i
     mask = (lanes >= lo) & (lanes <= hi)  # lanes off the row's keys are never read from the cache
     if keep is not None:
         mask &= keep(lanes, chunk)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from kcontract.families.attention import mirrors
 from kcontract.families.attention.bounds import DIV_ROUNDINGS
+from kcontract.families.attention.rows import RowData
+from kcontract.families.attention.spec import Arithmetic, Shape
 from kcontract.numerics import U32, gamma, round_to
+from kcontract.problem import Expected, Reference
 
 
 def exact_quotient_bounds(numerator: np.ndarray, denominator: np.ndarray, div: str, out: str
@@ -17,3 +21,18 @@ def exact_quotient_bounds(numerator: np.ndarray, denominator: np.ndarray, div: s
         return value, value.copy(), exact
     err = np.abs(exact) * float(gamma(DIV_ROUNDINGS[div], U32))  # the same allowance as gate 1's range
     return round_to(exact - err, out), round_to(exact + err, out), exact
+
+
+def mirror_reference(rows: list[RowData], shape: Shape, arith: Arithmetic, miss: bool = False) -> Reference:
+    """A mirror call's exact expectation (weights 0 or 1: only the division and the output rounding round);
+    with `miss`, how far bf16 running sums of the first row would land (a fact for the report)."""
+    lo, hi, center = [], [], []
+    for row in rows:
+        num, den = mirrors.mirror_sums(row, shape)
+        r_lo, r_hi, exact = exact_quotient_bounds(num, np.broadcast_to(den, num.shape), arith.div, arith.out)
+        lo.append(r_lo), hi.append(r_hi), center.append(exact)
+    expected = Expected("out", arith.out, np.stack(lo), np.stack(hi), np.stack(center), ("row", "head", "dim"))
+    notes = {}
+    if miss:
+        notes["bf16_accumulation_miss_ulps"] = mirrors.bf16_accumulation_miss(rows[0], shape, arith, np.stack(lo)[0])
+    return Reference([expected], notes)

@@ -7,18 +7,18 @@ import functools
 import numpy as np
 
 from kcontract.families.attention import mirrors
-from kcontract.families.attention.exact import exact_quotient_bounds
+from kcontract.families.attention.exact import mirror_reference
 from kcontract.families.attention.layout import ABI, build_problem
 from kcontract.families.attention.probes import order_probe_row, probe_positions
 from kcontract.families.attention.realistic import ROW_KINDS, realistic_row, sequence_rows, stream_rows
-from kcontract.families.attention.reference import AXES, expected_outputs, expected_partials, replayed_outputs
+from kcontract.families.attention.reference import AXES, call_reference, expected_outputs
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Case, DecodeSpec
 from kcontract.families.attention.stress import stress_positions, stress_row, stress_window
 from kcontract.families.attention.variants import VariantPlan, factor_for, plan_variants
 from kcontract.families.attention.window import Window
 from kcontract.families.base import Family, register
-from kcontract.problem import Checked, Expected, InvarianceSet, Reference
+from kcontract.problem import Checked, InvarianceSet, Reference
 from kcontract.seeding import stream
 
 FILLERS = 12  # distinct other rows mixed into gate 2's batches
@@ -148,14 +148,7 @@ class AttentionDecode(Family):
 
     def _reference(self, rows: list[RowData], scale: float, n_part: int, exact_scores: bool = False) -> Reference:
         """The output's range and, unless the kernel hides them, its partials' at fp32 resolution."""
-        a = self.spec.arithmetic
-        if a.sum_order == "window_decode" and not exact_scores:  # the declared order, replayed (replay.py)
-            found = replayed_outputs(rows, a, scale, n_part if a.partials == "checked" else None)
-            return Reference(list(found.values()))
-        expected = [expected_outputs(rows, a, scale, exact_scores)]
-        if a.partials == "checked":
-            expected += expected_partials(rows, a, scale, n_part, exact_scores)
-        return Reference(expected)
+        return call_reference(rows, self.spec.arithmetic, scale, n_part, exact_scores)
 
     def invariance(self, case: str) -> list[InvarianceSet]:
         """Gate 2: the case's rows plus order probes, and every variant call."""
@@ -267,19 +260,6 @@ class AttentionDecode(Family):
 
     def _mirror_checked(self, label: str, rows: list[RowData], window: Window, miss: bool = False) -> Checked:
         """The mirror call with its exact expectation (only the division and output rounding round)."""
-        a = self.spec.arithmetic
-
-        def reference() -> Reference:
-            lo, hi, center = [], [], []
-            for row in rows:
-                num, den = mirrors.mirror_sums(row, self.spec.shape)
-                r_lo, r_hi, exact = exact_quotient_bounds(num, np.broadcast_to(den, num.shape), a.div, a.out)
-                lo.append(r_lo), hi.append(r_hi), center.append(exact)
-            expected = Expected("out", a.out, np.stack(lo), np.stack(hi), np.stack(center), AXES)
-            notes = {}
-            if miss:
-                notes["bf16_accumulation_miss_ulps"] = mirrors.bf16_accumulation_miss(rows[0], self.spec.shape, a,
-                                                                                      np.stack(lo)[0])
-            return Reference([expected], notes)
-
-        return Checked(label, self._build(label, rows, window), reference, notes={"rows": [r.tag for r in rows]})
+        return Checked(label, self._build(label, rows, window),
+                       lambda: mirror_reference(rows, self.spec.shape, self.spec.arithmetic, miss),
+                       notes={"rows": [r.tag for r in rows]})

@@ -10,7 +10,7 @@ from kcontract.families.attention.replay import replay_row
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.window import chunk_of_key
-from kcontract.problem import Expected
+from kcontract.problem import Expected, Reference
 
 AXES = ("row", "head", "dim")
 
@@ -72,3 +72,16 @@ def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_par
         axes = ("row", "head", "chunk") + (("dim",) if tail else ())
         expected[name] = Expected(name, "fp32", lo, hi, 0.5 * (lo + hi), axes, mask)
     return expected
+
+
+def call_reference(rows: list[RowData], arith: Arithmetic, scale: float, n_part: int,
+                   exact_scores: bool = False) -> Reference:
+    """A call's reference: the output's range and, unless the kernel hides them, its partials' at fp32
+    resolution; by the declared order's replay where one is declared (and the scores are not exact anyway)."""
+    if arith.sum_order == "window_decode" and not exact_scores:
+        found = replayed_outputs(rows, arith, scale, n_part if arith.partials == "checked" else None)
+        return Reference(list(found.values()))
+    expected = [expected_outputs(rows, arith, scale, exact_scores)]
+    if arith.partials == "checked":
+        expected += expected_partials(rows, arith, scale, n_part, exact_scores)
+    return Reference(expected)

@@ -1,0 +1,228 @@
+"""The attention prompt family: prompt chunks of consecutive rows, causal with image spans, over ring or linear
+caches, as split-chunk partials at absolute positions and a merge (docs/kernel-contract.md 7)."""
+
+from __future__ import annotations
+
+import functools
+
+from kcontract.families.attention.exact import mirror_reference
+from kcontract.families.attention.family import AttentionDecode
+from kcontract.families.attention.mirrors import C_SCALE, mirror_b_row
+from kcontract.families.attention.prompt_layout import ABI, BAND, build_prompt_problem, partials_needed
+from kcontract.families.attention.prompt_rows import (
+    PromptSeq,
+    key_span,
+    mirror_a_sequence,
+    mirror_c_sequence,
+    realistic_sequence,
+    same_query_sequence,
+)
+from kcontract.families.attention.prompt_spec import PromptCase, PromptSpec, Sequence
+from kcontract.families.attention.prompt_variants import PromptPlan, plan_prompt_variants
+from kcontract.families.attention.reference import AXES, call_reference, expected_outputs
+from kcontract.families.attention.stress import stress_row
+from kcontract.families.attention.window import Window
+from kcontract.families.base import Family, register
+from kcontract.problem import Checked, InvarianceSet, Reference
+from kcontract.seeding import stream
+
+STRESS_CASE = "merge-stress"
+PARTIALS_THREADS, MERGE_THREADS = 256, 256
+BF16 = 2
+FILLER_ROWS = 24  # rows of gate 2's filler sequence
+MIRROR_ROWS = 48  # rows of a mirror chunk
+
+
+@register
+class AttentionPrompt(Family):
+    """Prompt chunks: each row's keys [first of its position, its position or its image span's end], in chunks at
+    absolute positions; partials per chunk, merged in chunk order as in decode."""
+
+    name = "attention.prompt"
+    Spec = PromptSpec
+    gates = (1, 2, 3, 4)
+    abi = ABI
+    spec: PromptSpec
+
+    scale = AttentionDecode.scale
+    window_of = staticmethod(AttentionDecode.window_of)
+
+    def cases(self, gate: int) -> list[str]:
+        if gate in (1, 2):
+            return [c.name for c in self.spec.cases]
+        if gate == 3:
+            return [STRESS_CASE]
+        if gate == 4:
+            return [f"mirror-{kind}/{layout}" for layout in self._mirror_layouts() for kind in "ABC"]
+        return []
+
+    def checks(self, gate: int, case: str) -> list[Checked]:
+        if gate == 1:
+            return [self._checked(case, list(self._seqs(case)), self.window_of(self._case(case)))]
+        if gate == 3 and case == STRESS_CASE:
+            return [self._merge_stress()]
+        if gate == 4 and case.startswith("mirror-"):
+            kind, _, layout = case.removeprefix("mirror-").partition("/")
+            return [self._mirror(kind, layout)]
+        return []
+
+    def launch_shapes(self) -> list[dict]:
+        """The prompt ABI's launch geometry: partials and merge blocks of 256 threads."""
+        return [{"symbol": "partials", "threads": PARTIALS_THREADS, "dynamic_smem": 0},
+                {"symbol": "merge", "threads": MERGE_THREADS, "dynamic_smem": 0}]
+
+    def template_args(self) -> dict[str, int]:
+        shape = self.spec.shape
+        return {"head_dim": shape.head_dim, "group": shape.group, "chunk": self.spec.arithmetic.chunk,
+                "band": BAND}
+
+    def case_traits(self, case: str) -> dict[str, object]:
+        c = self._case(case)
+        return {"window": "ring" if c.cache.kind == "ring" else "none", "images": "spans" if c.images else "none"}
+
+    def case_bytes(self, case: str) -> int:
+        """Host bytes a worker holds at most: each sequence's keys (twice: drawn and laid out), the float32 draws
+        of the longest, and the per-key arrays of one row's float64 reference."""
+        c, shape = self._case(case), self.spec.shape
+        window = self.window_of(c)
+        keys = [s.end - window.first(s.start) + 1 for s in c.sequences]
+        per_key = shape.kv_heads * shape.head_dim * BF16 * 2
+        draw = max(keys) * shape.kv_heads * shape.head_dim * 12
+        reference = max(keys) * shape.q_heads * 8 * 24
+        queries = c.rows * shape.q_heads * shape.head_dim * 10
+        return 2 * sum(keys) * per_key + draw + reference + queries
+
+    def case_buffer_bytes(self, case: str) -> int:
+        """The base call's cache pool (a slot per sequence and two spare), the longer cache's, and the partials."""
+        c, shape = self._case(case), self.spec.shape
+        pool = (len(c.sequences) + 2) * c.cache.rows * shape.kv_heads * shape.head_dim * BF16 * 2
+        window = self.window_of(c)
+        n_part = max(partials_needed(window.first(s.start), s.end, self.spec.arithmetic.chunk) for s in c.sequences)
+        partials = c.rows * shape.q_heads * n_part * (shape.head_dim + 2) * 4 * 2
+        return 2 * pool + pool * 16 + partials
+
+    def _case(self, name: str) -> PromptCase:
+        for case in self.spec.cases:
+            if case.name == name:
+                return case
+        raise KeyError(f"entry {self.entry} has no case {name!r}; cases: {', '.join(self.cases(1))}")
+
+    def _build(self, label: str, seqs: list[PromptSeq], window: Window, scale: float | None = None, **kw):
+        """A call in the prompt ABI at the entry's scale unless given."""
+        a = self.spec.arithmetic
+        return build_prompt_problem(label, seqs, self.spec.shape, window, a.chunk,
+                                    self.scale if scale is None else scale, a.out, **kw)
+
+    @functools.lru_cache(maxsize=8)
+    def _seqs(self, case_name: str) -> tuple[PromptSeq, ...]:
+        """The case's sequences, drawn once per (seed, entry, case) and kept in the run's cache."""
+        return self.memo(("seqs", case_name), lambda: self._draw(case_name))
+
+    def _draw(self, case_name: str) -> tuple[PromptSeq, ...]:
+        case = self._case(case_name)
+        rng = stream(self.seed, self.entry, case_name, "sequences")
+        window = self.window_of(case)
+        return tuple(realistic_sequence(rng, self.spec.shape, self.spec.values, window, seq, i, self.scale)
+                     for i, seq in enumerate(case.sequences))
+
+    def _checked(self, label: str, seqs: list[PromptSeq], window: Window, scale: float | None = None,
+                 exact_scores: bool = False) -> Checked:
+        """A call over `seqs` with the rigorous ranges of every row."""
+        scale = self.scale if scale is None else scale
+        problem = self._build(label, seqs, window, scale=scale)
+        n_part = int(problem.scalars["n_part"])
+        rows = [r for s in seqs for r in s.rows(window)]
+        return Checked(label, problem,
+                       lambda: call_reference(rows, self.spec.arithmetic, scale, n_part, exact_scores),
+                       notes={"keys": [r.pos - r.first + 1 for r in rows]})
+
+    def invariance(self, case: str) -> list[InvarianceSet]:
+        """Gate 2: the case's call, and every variant call."""
+        seqs = list(self._seqs(case))
+        window = self.window_of(self._case(case))
+
+        def build(label, batch, window=window, **kw):
+            return self._build(f"{case}/{label}", batch, window, **kw)
+
+        base = build("base", seqs)
+        plan = PromptPlan(seqs=seqs, filler=self.memo(("filler", case), lambda: self._filler(case, window)),
+                          window=window, build=build)
+        return [InvarianceSet(case, base, ("out",), plan_prompt_variants(plan, base), axes=AXES)]
+
+    def _filler(self, case: str, window: Window) -> PromptSeq:
+        """Another sequence: FILLER_ROWS rows ending where the case's first sequence ends."""
+        first = self._case(case).sequences[0]
+        rows = min(FILLER_ROWS, first.rows)
+        seq = Sequence(start=first.end - rows + 1, rows=rows)
+        rng = stream(self.seed, self.entry, case, "filler")
+        return realistic_sequence(rng, self.spec.shape, self.spec.values, window, seq, 1, self.scale)
+
+    def _merge_stress(self) -> Checked:
+        """Gate 3: two 16-row chunks of one sequence whose chunk maxima lie tens of nats apart."""
+        stress, a = self.spec.stress, self.spec.arithmetic
+        n, c = stress.chunks, a.chunk
+        window = Window(win=0, ring=n * c)
+
+        def draw() -> list[PromptSeq]:
+            rng = stream(self.seed, self.entry, "merge-stress")
+            base = stress_row(rng, self.spec.shape, self.spec.values, window, n * c - 1, c, stress.gap_nats,
+                              self.scale)
+            ends = [Sequence(start=n * c - BAND, rows=BAND), Sequence(start=max(0, (n // 2) * c - BAND // 2),
+                                                                      rows=BAND)]
+            return [same_query_sequence(seq, base) for seq in ends]
+
+        seqs = self.memo(("merge-stress",), draw)
+        rows = [r for s in seqs for r in s.rows(window)]
+        problem = self._build(STRESS_CASE, seqs, window)
+        return Checked(STRESS_CASE, problem, lambda: Reference([expected_outputs(rows, a, self.scale)]))
+
+    def _mirror_layouts(self) -> dict[str, tuple[Window, list[Sequence]]]:
+        """One mirror layout per distinct cache shape among the cases, capped for exact sums, with its chunks:
+        one at the layout's end (through an image span where the entry's cases have them), one across the first
+        chunk edge."""
+        layouts: dict[str, tuple[Window, list[Sequence]]] = {}
+        cap, c = self.spec.mirror.max_keys, self.spec.arithmetic.chunk
+        images = any(case.images for case in self.spec.cases)
+        for case in self.spec.cases:
+            w = self.window_of(case)
+            if w.win == 0:
+                w = Window(0, min(w.ring, cap))
+                top, name = w.ring - 1, f"linear{w.ring}"
+            else:
+                win = min(w.win, cap)
+                w = Window(win, max(w.ring - w.win + win, win + MIRROR_ROWS))
+                top, name = 3 * w.ring + win // 2, f"ring{w.ring}_w{win}"
+            rows = min(MIRROR_ROWS, top + 1, w.ring - w.win + 1 if w.win else top + 1)
+            start = top - rows + 1
+            spans = [(start + rows // 4, start + rows // 2)] if images else []
+            edge = Sequence(start=max(0, c - BAND // 2), rows=BAND) if c - 1 < top - MIRROR_ROWS else None
+            layouts.setdefault(name, (w, [Sequence(start=start, rows=rows, images=spans)] + ([edge] if edge else [])))
+        return layouts
+
+    def _mirror(self, kind: str, layout: str) -> Checked:
+        """Mirror A (q = 0), B (hard selection) or C (exact scores) over a layout's chunks."""
+        window, seqs = self._mirror_layouts()[layout]
+        label = f"mirror-{kind}/{layout}"
+        c = self.spec.arithmetic.chunk
+        if kind == "C":
+            def draw_c() -> list[PromptSeq]:
+                rng = stream(self.seed, self.entry, "mirror-C", layout)
+                return [mirror_c_sequence(rng, self.spec.shape, window, s, peaked=bool(i % 2))
+                        for i, s in enumerate(seqs)]
+
+            return self._checked(label, self.memo(("mirror-C", layout), draw_c), window, scale=C_SCALE,
+                                 exact_scores=True)
+        if kind == "A":
+            rng = stream(self.seed, self.entry, "mirror", layout)
+            chunks = [mirror_a_sequence(rng, self.spec.shape, window, s, c) for s in seqs]
+        else:
+            chunks = [same_query_sequence(s, mirror_b_row(self.spec.shape, key_span(s, window), s.end, c,
+                                                          self.scale)) for s in seqs]
+        rows = [r for s in chunks for r in s.rows(window)]
+        return Checked(label, self._build(label, chunks, window),
+                       lambda: mirror_reference(rows, self.spec.shape, self.spec.arithmetic),
+                       notes={"rows": [r.tag for r in rows]})
+
+    def bench_calls(self, keys: list[int], rows: list[int]) -> list:
+        return []
+

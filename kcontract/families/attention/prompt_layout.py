@@ -1,0 +1,86 @@
+"""Lay prompt chunks into the prompt ABI's buffers (docs/kernel-contract.md 7): rows, sequences, cache, workspace."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcontract.families.attention.layout import NEVER_WRITTEN, cache_rows
+from kcontract.families.attention.prompt_rows import PromptSeq
+from kcontract.families.attention.rows import outside_bits
+from kcontract.families.attention.spec import Shape
+from kcontract.families.attention.window import Window
+from kcontract.problem import Assembled, KernelLaunch, OutputSpec, Problem
+
+BAND = 16  # rows per band: a partials block takes one band of one sequence
+PARTIALS_ARGS = ("q", "k_cache", "v_cache", "seq_row0", "seq_pos0", "seq_slot", "row_last", "part_m", "part_l",
+                 "part_o", "win", "ring", "n_part", "scale", "kv_heads", "n_seq")
+MERGE_ARGS = ("part_m", "part_l", "part_o", "seq_row0", "seq_pos0", "row_last", "out", "win", "n_part", "kv_heads",
+              "n_seq")
+ABI = ("q", "k_cache", "v_cache", "seq_row0", "seq_pos0", "seq_slot", "row_last", "part_m", "part_l", "part_o",
+       "out", "win", "ring", "n_part", "scale", "kv_heads", "n_seq")
+
+
+def partials_needed(first: int, last: int, chunk: int) -> int:
+    """Partials of a row whose keys are [first, last]: chunks at absolute positions."""
+    return last // chunk - first // chunk + 1
+
+
+def bands(seqs: list[PromptSeq]) -> int:
+    """Partials blocks along z: each sequence's rows in bands of BAND."""
+    return sum(-(-s.seq.rows // BAND) for s in seqs)
+
+
+def build_prompt_problem(label: str, seqs: list[PromptSeq], shape: Shape, window: Window, chunk: int,
+                         scale: float, out_fmt: str, slots: list[int] | None = None, n_part: int | None = None,
+                         n_slots: int | None = None) -> Problem:
+    """A prompt call over `seqs`; sequence s reads cache slot slots[s] (default s).
+
+    Each slot holds what the cache holds when its chunk runs: every key up to the chunk's last row (the ring's
+    last `ring` of them); keys no row sees are finite noise, rows past the chunk's end are never written.
+    """
+    hk, d = shape.kv_heads, shape.head_dim
+    slots = list(range(len(seqs))) if slots is None else slots
+    n_slots = max(slots) + 1 if n_slots is None else n_slots
+    pool = (n_slots, window.ring, hk, d)
+    k_blocks, v_blocks = [], []
+    firsts, lasts = [], []
+    for s, slot in zip(seqs, slots):
+        end = s.seq.end
+        stored = np.arange(max(0, end - window.ring + 1), end + 1)
+        before = stored[stored < s.key0]
+        if len(before):
+            k_out, v_out = outside_bits(s.filler_seed, s.filler_value, len(before), hk, d)
+            k_blocks.append((slot, cache_rows(window, before), k_out))
+            v_blocks.append((slot, cache_rows(window, before), v_out))
+        at = np.arange(max(s.key0, end - window.ring + 1), end + 1)
+        k_blocks.append((slot, cache_rows(window, at), s.k[at[0] - s.key0:]))
+        v_blocks.append((slot, cache_rows(window, at), s.v[at[0] - s.key0:]))
+        for pos in s.positions():
+            firsts.append(window.first(int(pos)))
+            lasts.append(s.seq.last_visible(int(pos)))
+    rows = len(lasts)
+    need = max(partials_needed(f, l, chunk) for f, l in zip(firsts, lasts))
+    n_part = need if n_part is None else n_part
+    row0 = np.concatenate([[0], np.cumsum([s.seq.rows for s in seqs])]).astype(np.int32)
+    return Problem(
+        label=label,
+        inputs={
+            "q": np.concatenate([s.q for s in seqs]),
+            "k_cache": Assembled(pool, np.dtype(np.uint16), int(NEVER_WRITTEN), k_blocks),
+            "v_cache": Assembled(pool, np.dtype(np.uint16), int(NEVER_WRITTEN), v_blocks),
+            "seq_row0": row0,
+            "seq_pos0": np.array([s.seq.start for s in seqs], dtype=np.int32),
+            "seq_slot": np.array(slots, dtype=np.int32),
+            "row_last": np.array(lasts, dtype=np.int32),
+        },
+        outputs={
+            "part_m": OutputSpec((rows, shape.q_heads, n_part), "fp32"),
+            "part_l": OutputSpec((rows, shape.q_heads, n_part), "fp32"),
+            "part_o": OutputSpec((rows, shape.q_heads, n_part, d), "fp32"),
+            "out": OutputSpec((rows, shape.q_heads, d), out_fmt),
+        },
+        scalars={"win": np.int32(window.win), "ring": np.int32(window.ring), "n_part": np.int32(n_part),
+                 "scale": np.float32(scale), "kv_heads": np.int32(hk), "n_seq": np.int32(len(seqs))},
+        launches=(KernelLaunch("partials", (n_part, hk, bands(seqs)), PARTIALS_ARGS),
+                  KernelLaunch("merge", (shape.q_heads, rows, 1), MERGE_ARGS)),
+    )

@@ -1,0 +1,108 @@
+"""The attention prompt family: its YAML refuses impossible chunks by name, rows see the right keys, splits keep
+image spans whole, and the layout gives every row its last key."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from kcontract.cli import cli
+from kcontract.families.attention.layout import NEVER_WRITTEN
+from kcontract.families.attention.prompt import AttentionPrompt
+from kcontract.families.attention.prompt_spec import PromptSpec, Sequence
+from kcontract.families.attention.prompt_variants import split_points
+from kcontract.families.attention.window import Window
+
+CONTRACT = """\
+version: 1
+seed: 7
+entries:
+  - name: p
+    family: attention.prompt
+    kernel: {python: "tests.doubles.prompt:window_prompt"}
+    shape: {head_dim: 128, q_heads: 4, kv_heads: 2}
+    cases:
+      - name: c
+        cache: CACHE
+        sequences:
+          - SEQUENCE
+"""
+
+
+def run_check(tmp_path, cache: str, sequence: str):
+    path = tmp_path / "contract.yaml"
+    path.write_text(CONTRACT.replace("CACHE", cache).replace("SEQUENCE", sequence))
+    return CliRunner().invoke(cli, ["check", "--contract", str(path)])
+
+
+@pytest.mark.parametrize("cache, sequence, words", [
+    ("{kind: linear, length: 1000}", "{start: 900, rows: 50, images: [[940, 960]]}",
+     "image span [940, 960] ends after the chunk's last row 949"),
+    ("{kind: linear, length: 1000}", "{start: 10, rows: 50, images: [[20, 30], [25, 40]]}",
+     "in increasing order, not overlapping"),
+    ("{kind: linear, length: 1000}", "{start: 990, rows: 20}", "rows up to 1009 do not fit a linear cache of 1000"),
+    ("{kind: ring, window: 512, ring: 600}", "{start: 2000, rows: 200}", "use a ring of at least 711"),
+])
+def test_impossible_chunks_are_refused_by_name(tmp_path, cache, sequence, words):
+    result = run_check(tmp_path, cache, sequence)
+    assert result.exit_code == 2, result.output
+    assert "contract.yaml:" in result.output and words in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_a_row_sees_its_window_and_its_image_span():
+    seq = Sequence(start=100, rows=50, images=[(90, 110), (130, 140)])
+    assert [seq.last_visible(p) for p in (100, 110, 111, 129, 130, 135, 140, 141)] == \
+           [110, 110, 111, 129, 140, 140, 140, 141]
+
+
+def test_splits_never_cut_an_image_span():
+    seq = Sequence(start=100, rows=50, images=[(90, 110), (130, 140)])
+    cuts = split_points(seq)
+    assert cuts and all(not (a < seq.start + k <= b) for k in cuts for a, b in seq.images)
+    assert 11 in cuts and 30 in cuts and 41 in cuts  # right after a span, at a span's start, after the second
+
+
+def family(cache: dict, sequences: list[dict]) -> AttentionPrompt:
+    spec = PromptSpec.model_validate({"shape": {"head_dim": 32, "q_heads": 4, "kv_heads": 2},
+                                      "cases": [{"name": "c", "cache": cache, "sequences": sequences}]})
+    return AttentionPrompt("p", spec, 3)
+
+
+def test_the_call_gives_each_row_its_last_key_and_the_cache_what_is_written():
+    f = family({"kind": "ring", "window": 64, "ring": 100}, [{"start": 300, "rows": 20, "images": [(310, 315)]},
+                                                             {"start": 5, "rows": 8, "images": [(0, 6)]}])
+    (checked,) = f.checks(1, "c")
+    p = checked.problem
+    assert p.inputs["row_last"].tolist() == [300 + i if not 10 <= i <= 15 else 315 for i in range(20)] + \
+           [6, 6, 7, 8, 9, 10, 11, 12]
+    assert p.inputs["seq_row0"].tolist() == [0, 20, 28] and p.inputs["seq_pos0"].tolist() == [300, 5]
+    k = p.inputs["k_cache"].materialise()
+    seqs = f._seqs("c")
+    window = Window(64, 100)
+    for i, s in enumerate(seqs):  # every key a row of the chunk sees sits at its ring row
+        for pos in range(s.key0, s.seq.end + 1):
+            assert np.array_equal(k[i, pos % 100], s.k[pos - s.key0])
+    rows = seqs[0].rows(window)
+    assert rows[10].first == 310 - 63 and rows[10].pos == 315 and len(rows[10].k) == 315 - 247 + 1
+
+
+def test_a_resumed_chunk_has_no_keys_past_its_end():
+    f = family({"kind": "linear", "length": 400}, [{"start": 300, "rows": 40}])
+    seq = f._seqs("c")[0]
+    tail = seq.part(25, 15)
+    head = seq.part(0, 25)
+    assert tail.seq.start == 325 and tail.q.shape[0] == 15 and len(tail.k) == 340
+    assert head.seq.end == 324 and len(head.k) == 325
+    problem = f._build("head", [head], Window(0, 400))
+    k = problem.inputs["k_cache"].materialise()
+    assert (k[0, 325:] == NEVER_WRITTEN).all() and not (k[0, :325] == NEVER_WRITTEN).any()
+
+
+def test_cases_carry_their_image_trait_for_kernel_instances():
+    f = family({"kind": "ring", "window": 64, "ring": 100}, [{"start": 300, "rows": 20, "images": [(310, 315)]}])
+    assert f.case_traits("c") == {"window": "ring", "images": "spans"}
+    g = family({"kind": "linear", "length": 400}, [{"start": 300, "rows": 20}])
+    assert g.case_traits("c") == {"window": "none", "images": "none"}
+
