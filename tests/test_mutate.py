@@ -124,3 +124,18 @@ def test_survivors_go_to_the_sanitizer(tmp_path, monkeypatch):
     tools = sorted((c.split()[1], c.split()[-2]) for c in calls)
     assert tools == sorted([("racecheck", f"{barrier.ident}_g1"), ("memcheck", f"{other.ident}_g1"),
                             ("initcheck", f"{other.ident}_g1")])
+
+
+def test_a_new_receipt_keeps_mutation_scores_of_unchanged_kernels_only():
+    from kcontract.contract.loader import load_contract
+    from kcontract.provenance import file_sha256
+    from kcontract.report.receipt import carried_mutation
+
+    loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
+    score = {"entry": "decode_d512_g16", "score_pct": 90.0}
+    source = "kernels/window_decode.cu"
+    previous = {"git": {"commit": "abc"}, "sources": {source: file_sha256(ROOT / source)},
+                "mutation": {"decode_d512_g16": score, "gone_entry": score}}
+    assert carried_mutation(loaded, previous) == {"decode_d512_g16": {**score, "measured_at": "abc"}}
+    previous["sources"][source] = "0" * 64  # the kernel changed since
+    assert carried_mutation(loaded, previous) == {}

@@ -106,3 +106,44 @@ def test_cases_carry_their_image_trait_for_kernel_instances():
     g = family({"kind": "linear", "length": 400}, [{"start": 300, "rows": 20}])
     assert g.case_traits("c") == {"window": "none", "images": "none"}
 
+
+
+PROMPT_512 = """\
+version: 1
+seed: 7
+targets: [sm_90]
+kernels:
+  window_prompt:
+    cuda:
+      source: {root}/kernels/window_prompt.cu
+      symbols: {{partials: "window_prompt_partials<{{head_dim}}, {{group}}, {{p_bf16}}>", merge: "window_prompt_merge<{{head_dim}}, {{group}}>"}}
+      launch: {{partials: {{threads: 256, dynamic_smem: "128 * {{head_dim}} + 17664"}}}}
+      instances:
+        - {{head_dim: [128, 256], group: [1, 2, 4, 16], chunk: [256], p_bf16: [0, 1]}}
+        - {{head_dim: [512], group: [1, 2, 4, 16], chunk: [256], p_bf16: [0, 1], window: [none], images: [none]}}
+entries:
+  - name: p512
+    family: attention.prompt
+    kernel: window_prompt
+    shape: {{head_dim: 512, q_heads: 16, kv_heads: 1}}
+    cases:
+      - name: c
+        cache: {cache}
+        sequences: [{sequence}]
+"""
+
+
+@pytest.mark.parametrize("cache, sequence, trait", [
+    ("{kind: linear, length: 1000}", "{start: 900, rows: 50, images: [[920, 930]]}", "images spans"),
+    ("{kind: ring, window: 512, ring: 700}", "{start: 900, rows: 50}", "window ring"),
+])
+def test_head_dim_512_refuses_image_spans_and_a_window_by_name(tmp_path, cache, sequence, trait):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    path = tmp_path / "contract.yaml"
+    path.write_text(PROMPT_512.format(root=root, cache=cache, sequence=sequence))
+    result = CliRunner().invoke(cli, ["check", "--contract", str(path)])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert trait in text and "is not an instance of" in text and "refused, not run untested" in text

@@ -67,7 +67,7 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
         Path(json_path).write_text(json.dumps(report, indent=1) + "\n")
     if receipt_path:
         receipt = json.loads(Path(receipt_path).read_text())
-        receipt.setdefault("mutation", {})[entry_name] = report
+        receipt.setdefault("mutation", {})[entry_name] = {**report, "measured_at": (receipt.get("git") or {}).get("commit")}
         Path(receipt_path).write_text(json.dumps(receipt, indent=1, sort_keys=True) + "\n")
     for m in campaign.mutants:
         if m.status == "survived":

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -14,7 +16,7 @@ from kcontract.launch import cuda_ready
 from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
 from kcontract.report.progress import RunProgress
-from kcontract.report.receipt import build_receipt
+from kcontract.report.receipt import build_receipt, carried_mutation
 from kcontract.report.tables import control_table, entry_table, print_failures, profile_table
 from kcontract.runner.plan import Selection, plan_tasks
 from kcontract.runner.session import auto_jobs, run_contract, work_units
@@ -93,6 +95,17 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     if junit_path:
         write_junit(junit_path, junit_document(result.entries, result.controls, result.planted, summary))
     if receipt_path:
-        write_json(receipt_path, build_receipt(loaded, document, tasks[0].seed, time.monotonic() - started))
+        kept = carried_mutation(loaded, _previous(receipt_path))
+        write_json(receipt_path, build_receipt(loaded, document, tasks[0].seed, time.monotonic() - started,
+                                               extra={"mutation": kept} if kept else None))
     out.print(summary.line(), markup=False)
     sys.exit(int(summary.exit_code))
+
+
+def _previous(path: str) -> dict:
+    """The receipt already at `path` (its mutation scores carry over where the kernel is unchanged), or {}."""
+    try:
+        previous = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return previous if isinstance(previous, dict) else {}

@@ -12,6 +12,7 @@ import numpy as np
 from kcontract import __version__
 from kcontract.provenance import file_sha256, git_state, package_digest, run_sources
 from kcontract.receipts import KIND
+from kcontract.toolchain.units import resolve_source
 
 
 def uses_gpu(loaded) -> bool:
@@ -56,6 +57,23 @@ def build_receipt(loaded, document: dict, seed: int, wall_s: float, extra: dict 
     }
 
 
+def carried_mutation(loaded, previous: dict) -> dict:
+    """Mutation scores of a previous receipt whose entry still exists with the same kernel source (sha256 in the
+    previous receipt's `sources`); each marked with the commit it was measured at."""
+    base = Path(loaded.path).resolve().parent
+    kept = {}
+    for name, score in (previous.get("mutation") or {}).items():
+        entry = next((e for e in loaded.entries if e.name == name and e.kernel.cuda is not None), None)
+        if entry is None:
+            continue
+        source = resolve_source(base, entry.kernel.cuda.source).resolve().relative_to(base).as_posix()
+        then = (previous.get("sources") or {}).get(source)
+        if then is not None and then == file_sha256(base / source):
+            measured = score.get("measured_at") or (previous.get("git") or {}).get("commit")
+            kept[name] = {**score, "measured_at": measured}
+    return kept
+
+
 def receipt_markdown(receipt: dict) -> str:
     """The receipt as the markdown a pull request wants."""
     env = receipt.get("environment", {})
@@ -89,7 +107,8 @@ def receipt_markdown(receipt: dict) -> str:
         s = m.get("by_status", {})
         lines.append(f"Mutation, {entry_name}: {m.get('mutants')} mutants, {s.get('stillborn', 0)} do not compile, "
                      f"{s.get('equivalent', 0)} equivalent on {m.get('sm')}, {s.get('killed', 0)} killed, "
-                     f"{s.get('survived', 0)} survived ({m.get('score_pct')} %)")
+                     f"{s.get('survived', 0)} survived ({m.get('score_pct')} %)"
+                     + (f", measured at {m['measured_at'][:7]}" if m.get("measured_at") else ""))
     bench = receipt.get("bench") or []
     if bench:
         ceiling = receipt.get("bench_ceiling", {})

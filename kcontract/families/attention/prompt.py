@@ -31,6 +31,7 @@ PARTIALS_THREADS, MERGE_THREADS = 256, 256
 BF16 = 2
 FILLER_ROWS = 24  # rows of gate 2's filler sequence
 MIRROR_ROWS = 48  # rows of a mirror chunk
+P_BF16 = {"none": 0, "bf16": 1}  # the kernel template's p rounding per declared prob_round (others: no instance)
 
 
 @register
@@ -73,8 +74,9 @@ class AttentionPrompt(Family):
 
     def template_args(self) -> dict[str, int]:
         shape = self.spec.shape
-        return {"head_dim": shape.head_dim, "group": shape.group, "chunk": self.spec.arithmetic.chunk,
-                "band": BAND}
+        a = self.spec.arithmetic
+        return {"head_dim": shape.head_dim, "group": shape.group, "chunk": a.chunk, "band": BAND,
+                "p_bf16": P_BF16.get(a.prob_round, -1)}
 
     def case_traits(self, case: str) -> dict[str, object]:
         c = self._case(case)
