@@ -46,12 +46,16 @@ def test_an_unsupported_head_dim_is_refused_by_name(tmp_path):
         load_contract(str(path))
 
 
-def test_every_decode_symbol_is_filled_from_the_shape():
+def test_every_symbol_is_filled_from_the_shape():
     loaded = load_contract(str(CONTRACT))
     for entry in loaded.entries:
-        shape = entry.family.spec.shape
-        want = f"<{shape.head_dim}, {shape.q_heads // shape.kv_heads}>"
-        assert all(symbol.endswith(want) for symbol in entry.kernel.cuda.symbols.values()), entry.name
+        shape, symbols = entry.family.spec.shape, entry.kernel.cuda.symbols
+        head = f"<{shape.head_dim}, {shape.q_heads // shape.kv_heads}"
+        if entry.family.name == "attention.prompt":  # partials<D, G, PB>: PB 1 for bf16 P
+            pb = 1 if entry.family.spec.arithmetic.prob_round == "bf16" else 0
+            assert symbols["partials"].endswith(f"{head}, {pb}>") and symbols["merge"].endswith(f"{head}>"), entry.name
+        else:
+            assert all(symbol.endswith(f"{head}>") for symbol in symbols.values()), entry.name
 
 
 def test_launch_records_run_as_gate_5_without_a_gpu():

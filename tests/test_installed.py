@@ -201,9 +201,10 @@ def test_a_cache_of_2_to_the_31_rows_is_refused_by_name(tmp_path):
 @pytest.mark.parametrize("args, expected", [
     (["--json", "README.md/out.json"], "--json README.md/out.json: cannot create its folder"),
     (["--junit", "tests"], "--junit tests: is a directory"),
-    (["--gate", "5"], "--gate 5: np_decode_d128_g4, np_decode_d256_g3, np_decode_d512_g16 runs no gate 5 (gate 5 "
-                      "checks launch records of CUDA kernels)"),
-    (["--case", "nope"], "--case nope: np_decode_d128_g4, np_decode_d256_g3, np_decode_d512_g16 has no such case"),
+    (["--gate", "5"], "--gate 5: np_decode_d128_g4, np_decode_d256_g3, np_decode_d512_g16, np_prompt_d128_g4, "
+                      "np_prompt_d256_g2_sliding runs no gate 5 (gate 5 checks launch records of CUDA kernels)"),
+    (["--case", "nope"], "--case nope: np_decode_d128_g4, np_decode_d256_g3, np_decode_d512_g16, np_prompt_d128_g4, "
+                         "np_prompt_d256_g2_sliding has no such case"),
     (["--only", "zzz*"], "--only zzz* matches no entry"),
     (["--control", "nope"], "--control nope: no such control"),
     (["--receipt", "/tmp/r.json", "--only", "np_*"], "--receipt attests the whole contract"),
