@@ -147,3 +147,25 @@ def test_head_dim_512_refuses_image_spans_and_a_window_by_name(tmp_path, cache, 
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert trait in text and "is not an instance of" in text and "refused, not run untested" in text
+
+
+def test_one_shared_replay_gives_every_row_the_bounds_of_its_own(monkeypatch):
+    import kcontract.families.attention.shared_scores as shared
+    from kcontract.families.attention.prompt import with_shared_scores
+    from kcontract.families.attention.reference import call_reference
+
+    monkeypatch.setattr(shared, "ELEMENTS", 4000)  # several blocks of rows
+    spec = PromptSpec.model_validate({
+        "shape": {"head_dim": 64, "q_heads": 4, "kv_heads": 2},
+        "arithmetic": {"score": "mma_bf16", "score_order": "replay"},
+        "cases": [{"name": "c", "cache": {"kind": "ring", "window": 300, "ring": 400},
+                   "sequences": [{"start": 700, "rows": 20, "images": [(705, 709)]}]}]})
+    f = AttentionPrompt("p", spec, 5)
+    seq, window = f._seqs("c")[0], Window(300, 400)
+    a = spec.arithmetic
+    alone = call_reference(seq.rows(window), a, f.scale, 3)
+    shared_rows = with_shared_scores(seq, window, f.scale)
+    assert all(r.extra["scores"].shape == (4, len(r.k)) for r in shared_rows)
+    together = call_reference(shared_rows, a, f.scale, 3)
+    for x, y in zip(alone.expected, together.expected):
+        assert x.output == y.output and np.array_equal(x.lo, y.lo) and np.array_equal(x.hi, y.hi), x.output

@@ -43,12 +43,13 @@ def expected_bounds(center: np.ndarray, radius: np.ndarray, fmt: str) -> tuple[n
 
 
 def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: np.ndarray, scale: float,
-                     arith: Arithmetic, xp=None, exact_scores: bool = False) -> RowRange:
+                     arith: Arithmetic, xp=None, exact_scores: bool = False, scores=None) -> RowRange:
     """Reference and range of one row: q [Hq, D], k and v [n, Hk, D] (visible keys, key order), as values or
     bf16 bit patterns (uint16).
 
     xp (numpy or cupy, default the reference module: CuPy on a GPU) computes; the result is on the host.
     exact_scores: the inputs make every score exact in any order (mirror C), so E_j = 0.
+    scores: the row's replayed scores [Hq, n] where the caller formed them already (replayed orders only).
     """
     xp = reference_module() if xp is None else xp
     chunk_host = np.asarray(chunk_of_key, dtype=np.int64)
@@ -67,7 +68,7 @@ def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: 
     determined, err_max = [], 0.0
     for g in range(hk):
         heads = slice(g * group, (g + 1) * group)
-        s, abs_dot = score_sums(q[heads], k[:, g, :], scale, replay=arith.score_order == "replay")
+        s, abs_dot = head_scores(q[heads], k[:, g, :], scale, arith, scores, heads)
         err = xp.zeros_like(s) if exact_scores or arith.score_order == "replay" else score_error(s, abs_dot, scale,
                                                                                                  d, arith)
         err_max = max(err_max, float(err.max()))
@@ -105,19 +106,29 @@ def check_row(q, k, v, chunk) -> tuple[int, int, int, int]:
     return hq, d, n, hk
 
 
-def score_sums(qg: np.ndarray, kg: np.ndarray, scale: float, replay: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Scores and sum_i |q_i k_i|, [G, n] each: scale * q.k exact as float64, or with `replay` the kernel's own
-    fp32 scores by its declared tensor-core order (tensorcore.replay_scores)."""
+def score_sums(qg: np.ndarray, kg: np.ndarray, scale: float, replay: bool = False, with_abs: bool = True
+               ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Scores and sum_i |q_i k_i| (unless not `with_abs`), [G, n] each: scale * q.k exact as float64, or with
+    `replay` the kernel's own fp32 scores by its declared tensor-core order (tensorcore.replay_scores)."""
     xp = array_module(qg)
     n = kg.shape[0]
     s = xp.empty((qg.shape[0], n))
-    abs_dot = xp.empty_like(s)
+    abs_dot = xp.empty_like(s) if with_abs else None
     aq = xp.abs(qg)
     for b0 in range(0, n, BLOCK):
         kb = as_float64(kg[b0:b0 + BLOCK])
         s[:, b0:b0 + BLOCK] = replay_scores(qg, kb, scale, xp) if replay else (kb @ qg.T).T * scale
-        abs_dot[:, b0:b0 + BLOCK] = (xp.abs(kb) @ aq.T).T
+        if with_abs:
+            abs_dot[:, b0:b0 + BLOCK] = (xp.abs(kb) @ aq.T).T
     return s, abs_dot
+
+
+def head_scores(qg, kg, scale: float, arith: Arithmetic, scores, heads: slice):
+    """One key head's scores and |q||k| sums: the row's precomputed replayed scores where given (a prompt's
+    shared replay), else computed here."""
+    if scores is not None and arith.score_order == "replay":
+        return to_device(np.ascontiguousarray(scores[heads]), array_module(qg)), None
+    return score_sums(qg, kg, scale, replay=arith.score_order == "replay")
 
 
 @np.errstate(over="ignore", invalid="ignore")  # absurd inputs: infinite radii, never NaN

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kcontract.families.attention.bounds import as_float64, check_row, score_sums
+from kcontract.families.attention.bounds import as_float64, check_row, head_scores
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.weights import ARG_U, F64, FTZ, chunk_frames, exp_log_error, score_error
 from kcontract.numerics import U32, U_BF16, gamma, round_to
@@ -33,7 +33,7 @@ class PartialRanges:
 
 
 def partial_ranges(q, k, v, chunk_of_key, scale: float, arith: Arithmetic, exact_scores: bool = False,
-                   xp=None) -> PartialRanges:
+                   xp=None, scores=None) -> PartialRanges:
     """Ranges of every chunk partial of one row: q [Hq, D], k and v [n, Hk, D] (values or bf16 bits)."""
     xp = reference_module() if xp is None else xp
     chunk_host = np.asarray(chunk_of_key, dtype=np.int64)
@@ -47,7 +47,8 @@ def partial_ranges(q, k, v, chunk_of_key, scale: float, arith: Arithmetic, exact
     parts = {name: [] for name in ("m", "l", "o")}
     for g in range(hk):
         replay = arith.score_order == "replay"
-        s, abs_dot = score_sums(q[g * group:(g + 1) * group], k[:, g, :], scale, replay=replay)
+        heads = slice(g * group, (g + 1) * group)
+        s, abs_dot = head_scores(q[heads], k[:, g, :], scale, arith, scores, heads)
         err = xp.zeros_like(s) if exact_scores or replay else score_error(s, abs_dot, scale, d, arith)
         frames = chunk_frames(s, err, starts)
         p_lo, p_hi, p_ref = _p_bounds(s, err, frames, chunk, arith)

@@ -19,6 +19,7 @@ from kcontract.families.attention.prompt_rows import (
 )
 from kcontract.families.attention.prompt_spec import PromptCase, PromptSpec, Sequence
 from kcontract.families.attention.prompt_variants import PromptPlan, plan_prompt_variants
+from kcontract.families.attention.shared_scores import shared_scores
 from kcontract.families.attention.reference import AXES, call_reference, expected_outputs
 from kcontract.families.attention.stress import stress_row
 from kcontract.families.attention.window import Window
@@ -133,10 +134,15 @@ class AttentionPrompt(Family):
         scale = self.scale if scale is None else scale
         problem = self._build(label, seqs, window, scale=scale)
         n_part = int(problem.scalars["n_part"])
-        rows = [r for s in seqs for r in s.rows(window)]
-        return Checked(label, problem,
-                       lambda: call_reference(rows, self.spec.arithmetic, scale, n_part, exact_scores),
-                       notes={"keys": [r.pos - r.first + 1 for r in rows]})
+        a = self.spec.arithmetic
+        shared = a.score_order == "replay" and not exact_scores
+
+        def reference() -> Reference:
+            rows = [r for s in seqs for r in (with_shared_scores(s, window, scale) if shared else s.rows(window))]
+            return call_reference(rows, a, scale, n_part, exact_scores)
+
+        return Checked(label, problem, reference,
+                       notes={"keys": [r.pos - r.first + 1 for s in seqs for r in s.rows(window)]})
 
     def invariance(self, case: str) -> list[InvarianceSet]:
         """Gate 2: the case's call, and every variant call."""
@@ -228,3 +234,11 @@ class AttentionPrompt(Family):
     def bench_calls(self, keys: list[int], rows: list[int]) -> list:
         return []
 
+
+def with_shared_scores(seq: PromptSeq, window: Window, scale: float) -> list:
+    """The chunk's rows as reference rows, each carrying its replayed scores from one batched replay."""
+    rows = seq.rows(window)
+    spans = [(r.first - seq.key0, r.pos - seq.key0) for r in rows]
+    for row, scores in zip(rows, shared_scores(seq.q, seq.k, spans, scale)):
+        row.extra["scores"] = scores
+    return rows

@@ -21,7 +21,7 @@ def expected_outputs(rows: list[RowData], arith: Arithmetic, scale: float, exact
     for row in rows:
         positions = np.arange(row.first, row.pos + 1)
         rng = decode_row_range(row.q, row.k, row.v, chunk_of_key(positions, row.first, arith.chunk), scale, arith,
-                               exact_scores=exact_scores)
+                               exact_scores=exact_scores, scores=row.extra.get("scores"))
         lo, hi = expected_bounds(rng.center, rng.radius, arith.out)
         centers.append(rng.center)
         los.append(lo)
@@ -41,7 +41,7 @@ def expected_partials(rows: list[RowData], arith: Arithmetic, scale: float, n_pa
     for b, row in enumerate(rows):
         positions = np.arange(row.first, row.pos + 1)
         ranges = partial_ranges(row.q, row.k, row.v, chunk_of_key(positions, row.first, arith.chunk), scale, arith,
-                                exact_scores=exact_scores)
+                                exact_scores=exact_scores, scores=row.extra.get("scores"))
         for name, got in (("part_m", ranges.m), ("part_l", ranges.l), ("part_o", ranges.o)):
             used = got[0].shape[1]
             for target, values in zip(arrays[name], got):
@@ -58,7 +58,8 @@ def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_par
     """Every output's range by replaying the declared window_decode order (replay.py): out, and the partials."""
     hq, d = rows[0].q.shape
     group = hq // rows[0].k.shape[1]
-    found = [replay_row(r.q, r.k, r.v, r.first, r.pos, scale, arith.chunk, group) for r in rows]
+    found = [replay_row(r.q, r.k, r.v, r.first, r.pos, scale, arith.chunk, group, scores=r.extra.get("scores"))
+             for r in rows]
     out_lo, out_hi = (np.stack([f["out"][i] for f in found]) for i in (0, 1))
     expected = {"out": Expected("out", arith.out, out_lo, out_hi, 0.5 * (out_lo + out_hi), AXES)}
     if n_part is None:

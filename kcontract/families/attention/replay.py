@@ -88,10 +88,11 @@ def chunk_grid(first: int, pos: int, chunk: int) -> np.ndarray:
     return np.where((lanes >= first) & (lanes <= pos), lanes - first, -1)
 
 
-def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: int, xp=None) -> dict:
+def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: int, xp=None, scores=None) -> dict:
     """Bounds of one row's partials and output under the declared order: {name: (lo, hi)} as host arrays.
 
-    xp (numpy or cupy, default the reference module: CuPy on a GPU) computes.
+    xp (numpy or cupy, default the reference module: CuPy on a GPU) computes; scores: the row's replayed scores
+    [Hq, n] where the caller formed them already.
     """
     xp = reference_module() if xp is None else xp
     q = as_float64(to_device(np.asarray(q), xp))
@@ -106,7 +107,8 @@ def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: i
         heads = slice(g * group, (g + 1) * group)
         kk = as_float64(to_device(np.ascontiguousarray(np.asarray(k)[:, g, :]), xp))
         vv = as_float64(to_device(np.ascontiguousarray(np.asarray(v)[:, g, :]), xp))
-        s = replay_scores(q[heads], kk, scale, xp)  # [G, n] exact fp32
+        s = replay_scores(q[heads], kk, scale, xp) if scores is None else to_device(  # [G, n] exact fp32
+            np.ascontiguousarray(scores[heads]), xp)
         sg = xp.where(on[None], s[:, idx], -xp.inf)  # [G, nch, C]
         m = sg.max(axis=2)
         with np.errstate(invalid="ignore"):
