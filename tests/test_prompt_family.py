@@ -169,3 +169,25 @@ def test_one_shared_replay_gives_every_row_the_bounds_of_its_own(monkeypatch):
     together = call_reference(shared_rows, a, f.scale, 3)
     for x, y in zip(alone.expected, together.expected):
         assert x.output == y.output and np.array_equal(x.lo, y.lo) and np.array_equal(x.hi, y.hi), x.output
+
+
+def test_a_benchmarked_prompt_chunk_counts_only_visible_keys():
+    from kcontract.families.attention.prompt_bench import prompt_call
+    from kcontract.families.attention.spec import Shape
+
+    call = prompt_call(Shape(head_dim=512, q_heads=16, kv_heads=1), keys=1024, chunk=256, scale=0.04)
+    rows = np.arange(512, 1024)  # the chunk's own positions; row p sees keys 0 .. p
+    assert call.rows == 512 and call.flops == 4 * 16 * 512 * int((rows + 1).sum())
+    assert call.fixed_inputs["row_last"].tolist() == rows.tolist()
+    assert call.fixed_inputs["seq_pos0"].tolist() == [512] and call.fixed_inputs["seq_row0"].tolist() == [0, 512]
+    assert [launch.grid for launch in call.launches] == [(4, 1, 32), (16, 512, 1)]
+    assert call.sdpa["queries"] == 512 and call.sdpa["causal"] == "lower_right"
+
+
+def test_the_receipt_shows_prompt_speed_in_tflops():
+    from kcontract.report.receipt import receipt_markdown
+
+    row = {"shape": "prompt d512 16/1", "rows": 512, "keys": 8192, "us": 1000.0, "graph_us": 990.0, "gbps": 100.0,
+           "ratio": 0.02, "tflops": 130.5, "torch_us": 2000.0, "torch": "efficient", "torch_tflops": 65.2}
+    text = receipt_markdown({"bench": [row], "bench_ceiling": {"read_gbps": 4500, "copy_gbps": 4200}})
+    assert "| prompt d512 16/1 | 512 | 8192 | 1000.0 | 990.0 | 100.0 | 2 % | 130.5 | 2000.0 | 65.2 |" in text

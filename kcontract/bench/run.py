@@ -56,10 +56,17 @@ def _time_call(cupy, timer: Timer, launcher, call, l2: int, repeat: int, read_gb
     return {"entry": entry, "shape": call.label, "rows": call.rows, "keys": call.keys, "us": round(us, 2),
             "graph_us": round(graph_us, 2), "bytes": call.bytes, "gbps": round(gbps, 1),
             "read_gbps": round(read_gbps, 1), "ratio": round(gbps / read_gbps, 3),
-            "torch_us": None if torch_us is None else round(torch_us, 2), "torch": torch_note}
+            "torch_us": None if torch_us is None else round(torch_us, 2), "torch": torch_note,
+            "tflops": round(call.flops / us / 1e6, 1),
+            "torch_tflops": None if torch_us is None else round(call.flops / torch_us / 1e6, 1)}
 
 
 def _line(row: dict) -> str:
     torch = f"torch {row['torch_us']} us" if row["torch_us"] is not None else row["torch"]
+    if row["shape"].startswith("prompt"):  # compute-bound: useful TFLOP/s over visible keys
+        if row["torch_us"] is not None:
+            torch += f" ({row['torch']}, {row['torch_tflops']} TFLOP/s)"
+        return (f"{row['shape']} x{row['rows']} ending at {row['keys']} keys: {row['us']} us "
+                f"({row['graph_us']} us in a graph), {row['tflops']} TFLOP/s useful; {torch}")
     return (f"{row['shape']} x{row['rows']} at {row['keys']} keys: {row['us']} us ({row['graph_us']} us in a graph), "
             f"{row['gbps']} GB/s = {100 * row['ratio']:.0f} % of the read ceiling; {torch}")

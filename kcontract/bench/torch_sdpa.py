@@ -6,28 +6,41 @@ FUSED_HEAD_DIMS = (64, 128, 256)  # flash attention's head dims; at 512 torch fa
 
 
 def sdpa_us(timer, sdpa: dict, repeat: int) -> tuple[float | None, str]:
-    """Median microseconds of torch's flash SDPA on the call (None and why where it has none)."""
+    """Median microseconds of torch's fused SDPA on the call (None and why where it has none): flash for decode
+    rows; for a causal prompt chunk (`queries` rows, mask aligned to the last key) flash, else memory-efficient
+    attention, the only fused kernel torch has at head dim 512."""
     try:
         import torch
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError:
         return None, "no torch"
-    if sdpa.get("head_dim") not in FUSED_HEAD_DIMS:
+    prompt = "queries" in sdpa
+    if not prompt and sdpa.get("head_dim") not in FUSED_HEAD_DIMS:
         return None, f"no fused kernel at head dim {sdpa.get('head_dim')}"
     b, hq, hk, n, d = (sdpa[k] for k in ("batch", "q_heads", "kv_heads", "keys", "head_dim"))
-    q = torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(b, hq, sdpa.get("queries", 1), d, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(b, hk, n, d, device="cuda", dtype=torch.bfloat16) * 0.1
     v = torch.randn(b, hk, n, d, device="cuda", dtype=torch.bfloat16)
+    mask = None
+    if prompt:
+        from torch.nn.attention.bias import causal_lower_right
+
+        mask = causal_lower_right(q.shape[2], n)
+        if hq != hk:  # the lower-right bias takes no grouped heads: repeat the key heads
+            k, v = (x.repeat_interleave(hq // hk, dim=1) for x in (k, v))
     stream = torch.cuda.ExternalStream(timer.stream.ptr)
-
-    def launch(_stream) -> None:
-        with torch.cuda.stream(stream), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=sdpa.get("scale"), enable_gqa=hq != hk)
-
+    backends = [SDPBackend.FLASH_ATTENTION] + ([SDPBackend.EFFICIENT_ATTENTION] if prompt else [])
     try:
-        return timer.events(launch, repeat), "flash"
-    except RuntimeError as error:
-        return None, f"torch: {str(error).splitlines()[0][:80]}"
+        for backend in backends:
+            def launch(_stream, backend=backend) -> None:
+                with torch.cuda.stream(stream), sdpa_kernel(backend):
+                    torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=sdpa.get("scale"),
+                                                                     enable_gqa=hq != k.shape[1])
+            try:
+                return timer.events(launch, repeat), backend.name.lower().replace("_attention", "")
+            except RuntimeError as error:
+                note = f"torch: {str(error).splitlines()[0][:80]}"
+        return None, note
     finally:
         del q, k, v
         torch.cuda.empty_cache()

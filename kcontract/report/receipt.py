@@ -115,11 +115,12 @@ def receipt_markdown(receipt: dict) -> str:
         lines += ["", f"Speed (GPU microseconds, median of CUDA-event timings with L2 flushed; read ceiling "
                       f"{ceiling.get('read_gbps', 0):.0f} GB/s, device-to-device copy {ceiling.get('copy_gbps', 0):.0f}"
                       f" GB/s counted both ways):", "",
-                  "| shape | rows | keys | us | graph us | GB/s | of ceiling | torch us |", "|---|---|---|---|---|---|---|---|"]
+                  "| shape | rows | keys | us | graph us | GB/s | of ceiling | TFLOP/s | torch us | torch TFLOP/s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in bench:
             torch = r["torch_us"] if r.get("torch_us") is not None else r.get("torch", "")
             lines.append(f"| {r['shape']} | {r['rows']} | {r['keys']} | {r['us']} | {r['graph_us']} | {r['gbps']} | "
-                         f"{100 * r['ratio']:.0f} % | {torch} |")
+                         f"{100 * r['ratio']:.0f} % | {r.get('tflops', '')} | {torch} | {r.get('torch_tflops') or ''} |")
     kernels = {(e.get("kernel") or {}).get("toolchain") for e in receipt.get("entries", []) if e.get("kernel")}
     if kernels:
         lines += ["", f"Cubins built by: {', '.join(sorted(k for k in kernels if k))}"]

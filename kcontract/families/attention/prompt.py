@@ -8,6 +8,7 @@ import functools
 from kcontract.families.attention.exact import mirror_reference
 from kcontract.families.attention.family import AttentionDecode
 from kcontract.families.attention.mirrors import C_SCALE, mirror_b_row
+from kcontract.families.attention.prompt_bench import prompt_call
 from kcontract.families.attention.prompt_layout import ABI, BAND, build_prompt_problem, partials_needed
 from kcontract.families.attention.prompt_rows import (
     PromptSeq,
@@ -232,7 +233,8 @@ class AttentionPrompt(Family):
                        notes={"rows": [r.tag for r in rows]})
 
     def bench_calls(self, keys: list[int], rows: list[int]) -> list:
-        return []
+        """A 512-row causal chunk ending at each context length (`rows` is decode's; a prompt chunk is its own)."""
+        return [prompt_call(self.spec.shape, k, self.spec.arithmetic.chunk, self.scale) for k in keys]
 
 
 def with_shared_scores(seq: PromptSeq, window: Window, scale: float) -> list:
