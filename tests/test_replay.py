@@ -38,8 +38,9 @@ def test_fp32_adds_and_fmas_round_once():
     assert np.array_equal(add32(a, c), (a.astype(np.float32) + c.astype(np.float32)).astype(np.float64))
 
 
-def kernel(q, k, v, first, pos, scale, group, rng):
-    """The window_decode order with expf off by a random -2..2 ulps: m, l, o per chunk and the bf16 output."""
+def kernel(q, k, v, first, pos, scale, group, rng, kg=None, runs=8, p_bf16=False):
+    """The window_decode order (or, with kg=1, runs=1, window_prompt's) with expf off by a random -2..2 ulps: m, l,
+    o per chunk and the bf16 output; p_bf16 rounds each p to bf16 before the sums."""
     f32 = np.float32
     hq, d = q.shape
     c0, c1 = first // 256, pos // 256
@@ -59,16 +60,16 @@ def kernel(q, k, v, first, pos, scale, group, rng):
                 if x != 0:
                     for _ in range(abs(int(rng.integers(-2, 3)))):
                         e = np.nextafter(e, np.float32(np.inf) if rng.random() < 0.5 else np.float32(0))
-                p[j] = np.float64(e)
+                p[j] = round_to(np.float64(e), "bf16") if p_bf16 else np.float64(e)
             lanes = [f32(0)] * 32
             for i in range(8):
                 lanes = [f32(lanes[t] + f32(p[32 * i + t])) for t in range(32)]
             for off in (16, 8, 4, 2, 1):
                 lanes = [f32(lanes[t] + lanes[t ^ off]) for t in range(32)]
-            kg = key_groups(d, group)
-            kpg = 256 // kg
+            groups = key_groups(d, group) if kg is None else kg
+            kpg = 256 // groups
             o = None
-            for grp in range(kg):
+            for grp in range(groups):
                 acc = [0.0] * d
                 for j in range(grp * kpg, (grp + 1) * kpg):
                     if j in idx:
@@ -78,9 +79,9 @@ def kernel(q, k, v, first, pos, scale, group, rng):
             ms.append(m), ls.append(float(lanes[0])), os_.append(o)
         big_m = max(ms)
         n = len(ms)
-        per = -(-n // 8)
+        per = -(-n // runs)
         big_l, big_o = f32(0), [f32(0)] * d
-        for w in range(8):
+        for w in range(runs):
             run_l, run_o = 0.0, [0.0] * d
             for c in range(w * per, min(n, (w + 1) * per)):
                 fx = f32(ms[c] - big_m)
@@ -106,6 +107,22 @@ def test_the_replayed_range_holds_the_kernel_and_decides_nearly_all(d, group, n,
     got = kernel(q, k, v, first, pos, scale, group, rng)
     found = replay_row(q, k, v, first, pos, scale, 256, group)
     lo, hi = found["out"]
+    assert np.all((lo <= got) & (got <= hi))
+    assert np.mean(lo == hi) > 0.95, np.mean(lo == hi)
+
+
+@pytest.mark.parametrize("p_bf16", [False, True])
+def test_the_prompt_order_replayed_holds_the_prompt_kernel(p_bf16):
+    d, group, n, first = 128, 3, 600, 200
+    rng = np.random.default_rng(7 + p_bf16)
+    q = round_to(rng.standard_normal((group, d)), "bf16")
+    k = round_to(rng.standard_normal((n, 1, d)) * 0.1, "bf16")
+    v = round_to(rng.standard_normal((n, 1, d)), "bf16")
+    scale = float(np.float32(1 / np.sqrt(d)))
+    pos = first + n - 1
+    got = kernel(q, k, v, first, pos, scale, group, rng, kg=1, runs=1, p_bf16=p_bf16)
+    lo, hi = replay_row(q, k, v, first, pos, scale, 256, group, order="window_prompt",
+                        p_round="bf16" if p_bf16 else "none")["out"]
     assert np.all((lo <= got) & (got <= hi))
     assert np.mean(lo == hi) > 0.95, np.mean(lo == hi)
 

@@ -55,11 +55,11 @@ def expected_partials(rows: list[RowData], arith: Arithmetic, scale: float, n_pa
 
 def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_part: int | None = None
                      ) -> dict[str, Expected]:
-    """Every output's range by replaying the declared window_decode order (replay.py): out, and the partials."""
+    """Every output's range by replaying the declared sum order (replay.py): out, and the partials."""
     hq, d = rows[0].q.shape
     group = hq // rows[0].k.shape[1]
-    found = [replay_row(r.q, r.k, r.v, r.first, r.pos, scale, arith.chunk, group, scores=r.extra.get("scores"))
-             for r in rows]
+    found = [replay_row(r.q, r.k, r.v, r.first, r.pos, scale, arith.chunk, group, scores=r.extra.get("scores"),
+                        order=arith.sum_order, p_round=arith.prob_round) for r in rows]
     out_lo, out_hi = (np.stack([f["out"][i] for f in found]) for i in (0, 1))
     expected = {"out": Expected("out", arith.out, out_lo, out_hi, 0.5 * (out_lo + out_hi), AXES)}
     if n_part is None:
@@ -79,7 +79,7 @@ def call_reference(rows: list[RowData], arith: Arithmetic, scale: float, n_part:
                    exact_scores: bool = False) -> Reference:
     """A call's reference: the output's range and, unless the kernel hides them, its partials' at fp32
     resolution; by the declared order's replay where one is declared (and the scores are not exact anyway)."""
-    if arith.sum_order == "window_decode" and not exact_scores:
+    if arith.sum_order != "any" and not exact_scores:
         found = replayed_outputs(rows, arith, scale, n_part if arith.partials == "checked" else None)
         return Reference(list(found.values()))
     expected = [expected_outputs(rows, arith, scale, exact_scores)]

@@ -6,7 +6,8 @@ an fp32 add or fma in a declared order, and each is monotone in its inputs, so r
 twice, once with every p at the end of its interval that lowers the result and once at the end that raises
 it, bounds the kernel's result: the width is what expf's freedom allows, nothing more.
 
-The declared order (docs 6, kernels/window_decode.cu): l_c as lane sums (lane L: keys L, L + 32, ... of the
+The declared orders: `window_prompt` (docs 8, kernels/window_prompt.cu) as below with one o chain per chunk
+(KG = 1) and one merge run, p optionally rounded to bf16; `window_decode` (docs 6, kernels/window_decode.cu): l_c as lane sums (lane L: keys L, L + 32, ... of the
 chunk, in order) then a xor butterfly; o_c as fma chains over KG contiguous key groups (KG = 256 DT / D,
 DT = 8, 4 or 2 dims per thread for G <= 4, <= 8, more) added in group order; the merge in 8 warp runs of
 ceil(n / 8) chunks, each an fma chain in chunk order from 0, the runs added in warp order; IEEE division,
@@ -81,6 +82,12 @@ def key_groups(head_dim: int, group: int) -> int:
     return 256 * dt // head_dim
 
 
+ORDERS = {  # declared sum order -> (o's key groups, the merge's runs) for (D, G)
+    "window_decode": lambda d, g: (key_groups(d, g), WARPS),  # kernels/window_decode.cu
+    "window_prompt": lambda d, g: (1, 1),  # kernels/window_prompt.cu: one chain per chunk, one merge chain
+}
+
+
 def chunk_grid(first: int, pos: int, chunk: int) -> np.ndarray:
     """[nch, chunk] key index (-1 off the row's keys) on the absolute chunk grid."""
     c0, c1 = first // chunk, pos // chunk
@@ -88,11 +95,13 @@ def chunk_grid(first: int, pos: int, chunk: int) -> np.ndarray:
     return np.where((lanes >= first) & (lanes <= pos), lanes - first, -1)
 
 
-def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: int, xp=None, scores=None) -> dict:
+def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: int, xp=None, scores=None,
+               order: str = "window_decode", p_round: str = "none") -> dict:
     """Bounds of one row's partials and output under the declared order: {name: (lo, hi)} as host arrays.
 
     xp (numpy or cupy, default the reference module: CuPy on a GPU) computes; scores: the row's replayed scores
-    [Hq, n] where the caller formed them already.
+    [Hq, n] where the caller formed them already; order: the declared sum order (ORDERS); p_round: "bf16" where
+    the kernel rounds p to bf16 before both sums (RN is monotone, so the interval's ends round to its bounds).
     """
     xp = reference_module() if xp is None else xp
     q = as_float64(to_device(np.asarray(q), xp))
@@ -102,7 +111,7 @@ def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: i
     nch = idx_host.shape[0]
     found = {name: (np.empty(shape), np.empty(shape)) for name, shape in (
         ("m", (hq, nch)), ("l", (hq, nch)), ("o", (hq, nch, d)), ("out", (hq, d)))}
-    kg_n = key_groups(d, group)
+    kg_n, runs = ORDERS[order](d, group)
     for g in range(np.asarray(k).shape[1]):
         heads = slice(g * group, (g + 1) * group)
         kk = as_float64(to_device(np.ascontiguousarray(np.asarray(k)[:, g, :]), xp))
@@ -114,10 +123,12 @@ def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: i
         with np.errstate(invalid="ignore"):
             x = xp.where(on[None], (sg - m[..., None]).astype(xp.float32).astype(xp.float64), -xp.inf)
         p_lo, p_hi = exp_interval(x)
+        if p_round == "bf16":
+            p_lo, p_hi = round_to(p_lo, "bf16"), round_to(p_hi, "bf16")
         vg = xp.where(on[..., None], vv[idx], 0.0)  # [nch, C, D]
         l_lo, l_hi = _lane_sums(p_lo), _lane_sums(p_hi)
         o_lo, o_hi = _group_chains(p_lo, p_hi, vg, kg_n)
-        y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi)
+        y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, runs)
         for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi)):
             found[name][0][heads], found[name][1][heads] = to_host(lo), to_host(hi)
     return found
@@ -153,16 +164,16 @@ def _group_chains(p_lo, p_hi, vg, kg_n: int):
     return ends[0], ends[1]
 
 
-def _merge(m, l_lo, l_hi, o_lo, o_hi):
-    """out bounds: 8 warp runs of fma chains over chunks in order, runs added in warp order, O / L, bf16."""
+def _merge(m, l_lo, l_hi, o_lo, o_hi, runs: int = WARPS):
+    """out bounds: `runs` runs of fma chains over chunks in order, runs added in order, O / L, bf16."""
     xp = array_module(m)
     g, nch = m.shape
     f_lo, f_hi = exp_interval((m - m.max(axis=1, keepdims=True)).astype(xp.float32).astype(xp.float64))
-    per = -(-nch // WARPS)
+    per = -(-nch // runs)
     sums = []
     for lower in (True, False):
         big_l, big_o = xp.zeros((g, 1)), xp.zeros((g, o_lo.shape[-1]))
-        for w in range(WARPS):
+        for w in range(runs):
             run_l, run_o = xp.zeros((g, 1)), xp.zeros_like(big_o)
             for c in range(w * per, min(nch, (w + 1) * per)):
                 run_l = fma32((f_lo if lower else f_hi)[:, c:c + 1], (l_lo if lower else l_hi)[:, c:c + 1], run_l)
