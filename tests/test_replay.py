@@ -157,3 +157,24 @@ def test_a_long_head_dim_512_row_is_decided_where_the_order_free_bound_is_not():
                              Order(dot="mma", mma=True).arithmetic())
     b_lo, b_hi = expected_bounds(bound.center, bound.radius, "bf16")
     assert np.mean(lo == hi) > 0.95 and np.mean(b_lo == b_hi) < 0.3, (np.mean(lo == hi), np.mean(b_lo == b_hi))
+
+
+def test_rows_replayed_together_get_the_bounds_each_gets_alone():
+    from kcontract.families.attention.replay import replay_rows
+
+    rng = np.random.default_rng(11)
+    d, group, hk = 64, 2, 2
+    n_all = 900
+    k = round_to(rng.standard_normal((n_all, hk, d)) * 0.1, "bf16")
+    v = round_to(rng.standard_normal((n_all, hk, d)), "bf16")
+    scale = float(np.float32(1 / np.sqrt(d)))
+    rows = []
+    for pos in (700, 701, 740, 767):  # three chunks each: keys from 200
+        q = round_to(rng.standard_normal((group * hk, d)), "bf16")
+        rows.append((q, k[200:pos + 1], v[200:pos + 1], 200, pos, None))
+    for order, p_round in (("window_prompt", "bf16"), ("window_decode", "none")):
+        together = replay_rows(rows, scale, 256, group, order=order, p_round=p_round)
+        for row, got in zip(rows, together):
+            alone = replay_row(*row[:5], scale, 256, group, order=order, p_round=p_round)
+            for name in ("m", "l", "o", "out"):
+                assert all(np.array_equal(a, b) for a, b in zip(alone[name], got[name])), (order, name)

@@ -6,13 +6,14 @@ import numpy as np
 
 from kcontract.families.attention.bounds import decode_row_range, expected_bounds
 from kcontract.families.attention.partials import partial_ranges
-from kcontract.families.attention.replay import replay_row
+from kcontract.families.attention.replay import replay_rows
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.window import chunk_of_key
 from kcontract.problem import Expected, Reference
 
 AXES = ("row", "head", "dim")
+REPLAY_ELEMENTS = 1 << 26  # values of one key head's V by chunk lane, replayed at once (rows x chunks x C x D)
 
 
 def expected_outputs(rows: list[RowData], arith: Arithmetic, scale: float, exact_scores: bool = False) -> Expected:
@@ -58,8 +59,12 @@ def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_par
     """Every output's range by replaying the declared sum order (replay.py): out, and the partials."""
     hq, d = rows[0].q.shape
     group = hq // rows[0].k.shape[1]
-    found = [replay_row(r.q, r.k, r.v, r.first, r.pos, scale, arith.chunk, group, scores=r.extra.get("scores"),
-                        order=arith.sum_order, p_round=arith.prob_round) for r in rows]
+    found = [None] * len(rows)
+    for block in replay_blocks(rows, arith.chunk, d):  # rows with one chunk count, replayed together
+        got = replay_rows([(rows[b].q, rows[b].k, rows[b].v, rows[b].first, rows[b].pos, rows[b].extra.get("scores"))
+                           for b in block], scale, arith.chunk, group, order=arith.sum_order, p_round=arith.prob_round)
+        for b, f in zip(block, got):
+            found[b] = f
     out_lo, out_hi = (np.stack([f["out"][i] for f in found]) for i in (0, 1))
     expected = {"out": Expected("out", arith.out, out_lo, out_hi, 0.5 * (out_lo + out_hi), AXES)}
     if n_part is None:
@@ -86,3 +91,15 @@ def call_reference(rows: list[RowData], arith: Arithmetic, scale: float, n_part:
     if arith.partials == "checked":
         expected += expected_partials(rows, arith, scale, n_part, exact_scores)
     return Reference(expected)
+
+
+def replay_blocks(rows: list[RowData], chunk: int, d: int) -> list[list[int]]:
+    """Row indices in blocks of one chunk count each, as many rows as REPLAY_ELEMENTS allows."""
+    by_count: dict[int, list[int]] = {}
+    for b, r in enumerate(rows):
+        by_count.setdefault(r.pos // chunk - r.first // chunk + 1, []).append(b)
+    blocks = []
+    for nch, members in by_count.items():
+        size = max(1, REPLAY_ELEMENTS // (nch * chunk * d))
+        blocks += [members[i:i + size] for i in range(0, len(members), size)]
+    return blocks

@@ -103,34 +103,49 @@ def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: i
     [Hq, n] where the caller formed them already; order: the declared sum order (ORDERS); p_round: "bf16" where
     the kernel rounds p to bf16 before both sums (RN is monotone, so the interval's ends round to its bounds).
     """
+    return replay_rows([(q, k, v, first, pos, scores)], scale, chunk, group, xp, order, p_round)[0]
+
+
+def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None, order: str = "window_decode",
+                p_round: str = "none") -> list[dict]:
+    """replay_row for rows (q, k, v, first, pos, scores or None) with the same number of chunks, replayed
+    together along a leading row axis: each row's bounds are those it gets alone."""
     xp = reference_module() if xp is None else xp
-    q = as_float64(to_device(np.asarray(q), xp))
-    hq, d = q.shape
-    idx_host = chunk_grid(first, pos, chunk)
-    idx, on = xp.asarray(np.maximum(idx_host, 0)), xp.asarray(idx_host >= 0)
-    nch = idx_host.shape[0]
-    found = {name: (np.empty(shape), np.empty(shape)) for name, shape in (
-        ("m", (hq, nch)), ("l", (hq, nch)), ("o", (hq, nch, d)), ("out", (hq, d)))}
+    grids = [chunk_grid(first, pos, chunk) for _, _, _, first, pos, _ in rows]
+    if len({g.shape[0] for g in grids}) != 1:
+        raise ValueError("replay_rows takes rows with the same number of chunks")
+    hq, d = np.asarray(rows[0][0]).shape
+    hk = np.asarray(rows[0][1]).shape[1]
+    nch = grids[0].shape[0]
+    on = xp.asarray(np.stack([g >= 0 for g in grids]))  # [R, nch, C]
+    found = [{name: (np.empty(shape), np.empty(shape)) for name, shape in (
+        ("m", (hq, nch)), ("l", (hq, nch)), ("o", (hq, nch, d)), ("out", (hq, d)))} for _ in rows]
     kg_n, runs = ORDERS[order](d, group)
-    for g in range(np.asarray(k).shape[1]):
+    for g in range(hk):
         heads = slice(g * group, (g + 1) * group)
-        kk = as_float64(to_device(np.ascontiguousarray(np.asarray(k)[:, g, :]), xp))
-        vv = as_float64(to_device(np.ascontiguousarray(np.asarray(v)[:, g, :]), xp))
-        s = replay_scores(q[heads], kk, scale, xp) if scores is None else to_device(  # [G, n] exact fp32
-            np.ascontiguousarray(scores[heads]), xp)
-        sg = xp.where(on[None], s[:, idx], -xp.inf)  # [G, nch, C]
-        m = sg.max(axis=2)
+        s_rows, v_rows = [], []
+        for (q, k, v, _, _, scores), grid in zip(rows, grids):
+            idx = xp.asarray(np.maximum(grid, 0))
+            kk = as_float64(to_device(np.ascontiguousarray(np.asarray(k)[:, g, :]), xp))
+            s = (replay_scores(as_float64(to_device(np.asarray(q), xp))[heads], kk, scale, xp) if scores is None
+                 else to_device(np.ascontiguousarray(scores[heads]), xp))  # [G, n] exact fp32
+            s_rows.append(s[:, idx])
+            v_rows.append(as_float64(to_device(np.ascontiguousarray(np.asarray(v)[:, g, :]), xp))[idx])
+        sg = xp.where(on[:, None], xp.stack(s_rows), -xp.inf)  # [R, G, nch, C]
+        m = sg.max(axis=-1)
         with np.errstate(invalid="ignore"):
-            x = xp.where(on[None], (sg - m[..., None]).astype(xp.float32).astype(xp.float64), -xp.inf)
+            x = xp.where(on[:, None], (sg - m[..., None]).astype(xp.float32).astype(xp.float64), -xp.inf)
         p_lo, p_hi = exp_interval(x)
         if p_round == "bf16":
             p_lo, p_hi = round_to(p_lo, "bf16"), round_to(p_hi, "bf16")
-        vg = xp.where(on[..., None], vv[idx], 0.0)  # [nch, C, D]
+        vg = xp.where(on[..., None], xp.stack(v_rows), 0.0)  # [R, nch, C, D]
         l_lo, l_hi = _lane_sums(p_lo), _lane_sums(p_hi)
         o_lo, o_hi = _group_chains(p_lo, p_hi, vg, kg_n)
         y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, runs)
         for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi)):
-            found[name][0][heads], found[name][1][heads] = to_host(lo), to_host(hi)
+            lo, hi = to_host(lo), to_host(hi)
+            for r, f in enumerate(found):
+                f[name][0][heads], f[name][1][heads] = lo[r], hi[r]
     return found
 
 
@@ -146,18 +161,19 @@ def _lane_sums(p: np.ndarray) -> np.ndarray:
 
 
 def _group_chains(p_lo, p_hi, vg, kg_n: int):
-    """o: per key group an fma chain in key order from 0, the groups added in order; (lower, upper)."""
+    """o: per key group an fma chain in key order from 0, the groups added in order; (lower, upper).
+    p [R, G, nch, C] and vg [R, nch, C, D]."""
     xp = array_module(p_lo)
-    g, nch, c = p_lo.shape
+    c = p_lo.shape[-1]
     kpg = c // kg_n
     ends = []
     for lower in (True, False):
         total = None
         for grp in range(kg_n):
-            acc = xp.zeros((g, nch, vg.shape[-1]))
+            acc = xp.zeros(p_lo.shape[:-1] + (vg.shape[-1],))
             for i in range(grp * kpg, (grp + 1) * kpg):
-                vi = vg[None, :, i, :]  # [1, nch, D]
-                p = xp.where((vi >= 0) == lower, p_lo[:, :, i, None], p_hi[:, :, i, None])
+                vi = vg[:, None, :, i, :]  # [R, 1, nch, D]
+                p = xp.where((vi >= 0) == lower, p_lo[..., i, None], p_hi[..., i, None])
                 acc = fma32(p, vi, acc)
             total = acc if total is None else add32(total, acc)
         ends.append(total)
@@ -165,20 +181,21 @@ def _group_chains(p_lo, p_hi, vg, kg_n: int):
 
 
 def _merge(m, l_lo, l_hi, o_lo, o_hi, runs: int = WARPS):
-    """out bounds: `runs` runs of fma chains over chunks in order, runs added in order, O / L, bf16."""
+    """out bounds: `runs` runs of fma chains over chunks in order, runs added in order, O / L, bf16.
+    m and l [..., nch], o [..., nch, D]."""
     xp = array_module(m)
-    g, nch = m.shape
-    f_lo, f_hi = exp_interval((m - m.max(axis=1, keepdims=True)).astype(xp.float32).astype(xp.float64))
+    nch = m.shape[-1]
+    f_lo, f_hi = exp_interval((m - m.max(axis=-1, keepdims=True)).astype(xp.float32).astype(xp.float64))
     per = -(-nch // runs)
     sums = []
     for lower in (True, False):
-        big_l, big_o = xp.zeros((g, 1)), xp.zeros((g, o_lo.shape[-1]))
+        big_l, big_o = xp.zeros(m.shape[:-1] + (1,)), xp.zeros(o_lo.shape[:-2] + o_lo.shape[-1:])
         for w in range(runs):
-            run_l, run_o = xp.zeros((g, 1)), xp.zeros_like(big_o)
+            run_l, run_o = xp.zeros_like(big_l), xp.zeros_like(big_o)
             for c in range(w * per, min(nch, (w + 1) * per)):
-                run_l = fma32((f_lo if lower else f_hi)[:, c:c + 1], (l_lo if lower else l_hi)[:, c:c + 1], run_l)
-                oc = (o_lo if lower else o_hi)[:, c, :]
-                f = xp.where((oc >= 0) == lower, f_lo[:, c:c + 1], f_hi[:, c:c + 1])
+                run_l = fma32((f_lo if lower else f_hi)[..., c:c + 1], (l_lo if lower else l_hi)[..., c:c + 1], run_l)
+                oc = (o_lo if lower else o_hi)[..., c, :]
+                f = xp.where((oc >= 0) == lower, f_lo[..., c:c + 1], f_hi[..., c:c + 1])
                 run_o = fma32(f, oc, run_o)
             big_l, big_o = add32(big_l, run_l), add32(big_o, run_o)
         sums.append((big_l, big_o))
