@@ -7,65 +7,33 @@ import functools
 import numpy as np
 
 from kcontract.families.attention import mirrors
+from kcontract.families.attention.common import STRESS_CASE, WindowAttention
 from kcontract.families.attention.exact import mirror_reference
 from kcontract.families.attention.layout import ABI, build_problem
 from kcontract.families.attention.probes import order_probe_row, probe_positions
 from kcontract.families.attention.realistic import ROW_KINDS, realistic_row, sequence_rows, stream_rows
 from kcontract.families.attention.reference import AXES, call_reference, expected_outputs
 from kcontract.families.attention.rows import RowData
-from kcontract.families.attention.spec import Case, DecodeSpec
+from kcontract.families.attention.spec import DecodeSpec
 from kcontract.families.attention.stress import stress_positions, stress_row, stress_window
 from kcontract.families.attention.variants import VariantPlan, factor_for, plan_variants
 from kcontract.families.attention.window import Window
-from kcontract.families.base import Family, register
+from kcontract.families.base import register
 from kcontract.problem import Checked, InvarianceSet, Reference
 from kcontract.seeding import stream
 
 FILLERS = 12  # distinct other rows mixed into gate 2's batches
-STRESS_CASE = "merge-stress"
-PARTIALS_THREADS, MERGE_THREADS = 256, 256  # the ABI's block sizes (docs/kernel-contract.md 1)
 BF16 = 2  # bytes of one cache value
 
 
 @register
-class AttentionDecode(Family):
+class AttentionDecode(WindowAttention):
     """Split-chunk decode: partials per chunk at absolute positions, merged in eight chunk-order runs added in order."""
 
     name = "attention.decode"
     Spec = DecodeSpec
-    gates = (1, 2, 3, 4)
     abi = ABI
     spec: DecodeSpec
-
-    @property
-    def scale(self) -> float:
-        """The fp32 score scale the kernel receives."""
-        value = self.spec.scale if self.spec.scale is not None else 1.0 / np.sqrt(self.spec.shape.head_dim)
-        return float(np.float32(value))
-
-    def cases(self, gate: int) -> list[str]:
-        if gate in (1, 2):
-            return [c.name for c in self.spec.cases]
-        if gate == 3:
-            return [STRESS_CASE]
-        if gate == 4:
-            return [f"mirror-{kind}/{layout}" for layout in self._mirror_layouts() for kind in "ABC"]
-        return []
-
-    def checks(self, gate: int, case: str) -> list[Checked]:
-        if gate == 1:
-            return self.exactness(case)
-        if gate == 3 and case == STRESS_CASE:
-            return self.merge_stress()
-        if gate == 4 and case.startswith("mirror-"):
-            kind, _, layout = case.removeprefix("mirror-").partition("/")
-            return [self.mirror(kind, layout)]
-        return []
-
-    def launch_shapes(self) -> list[dict]:
-        """The decode ABI's launch geometry: partials and merge blocks of 256 threads."""
-        return [{"symbol": "partials", "threads": PARTIALS_THREADS, "dynamic_smem": 0},
-                {"symbol": "merge", "threads": MERGE_THREADS, "dynamic_smem": 0}]
 
     def bench_calls(self, keys: list[int], rows: list[int]) -> list:
         from kcontract.families.attention.bench import decode_call
@@ -98,17 +66,6 @@ class AttentionDecode(Family):
         slots = (c.streams or len(c.rows)) + 3
         pool = slots * c.cache.rows * shape.kv_heads * shape.head_dim * BF16 * 2
         return 2 * pool + pool * factor_for(pool)
-
-    def _case(self, name: str) -> Case:
-        for case in self.spec.cases:
-            if case.name == name:
-                return case
-        raise KeyError(f"entry {self.entry} has no case {name!r}; cases: {', '.join(self.cases(1))}")
-
-    @staticmethod
-    def window_of(case: Case) -> Window:
-        """The case's cache layout."""
-        return Window(win=case.cache.win, ring=case.cache.rows)
 
     def _build(self, label: str, rows: list[RowData], window: Window, scale: float | None = None, **kw):
         """A call in this entry's ABI (at the entry's scale unless given)."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 
+from kcontract.families.attention.common import STRESS_CASE, WindowAttention
 from kcontract.families.attention.exact import mirror_reference
-from kcontract.families.attention.family import AttentionDecode
 from kcontract.families.attention.mirrors import C_SCALE, mirror_b_row
 from kcontract.families.attention.prompt_bench import prompt_call
 from kcontract.families.attention.prompt_layout import ABI, BAND, build_prompt_problem, partials_needed
@@ -18,18 +18,16 @@ from kcontract.families.attention.prompt_rows import (
     realistic_sequence,
     same_query_sequence,
 )
-from kcontract.families.attention.prompt_spec import PromptCase, PromptSpec, Sequence
+from kcontract.families.attention.prompt_spec import PromptSpec, Sequence
 from kcontract.families.attention.prompt_variants import PromptPlan, plan_prompt_variants
 from kcontract.families.attention.shared_scores import shared_scores
 from kcontract.families.attention.reference import AXES, call_reference, expected_outputs
 from kcontract.families.attention.stress import stress_row
 from kcontract.families.attention.window import Window
-from kcontract.families.base import Family, register
+from kcontract.families.base import register
 from kcontract.problem import Checked, InvarianceSet, Reference
 from kcontract.seeding import stream
 
-STRESS_CASE = "merge-stress"
-PARTIALS_THREADS, MERGE_THREADS = 256, 256
 BF16 = 2
 FILLER_ROWS = 24  # rows of gate 2's filler sequence
 MIRROR_ROWS = 48  # rows of a mirror chunk
@@ -37,42 +35,18 @@ P_BF16 = {"none": 0, "bf16": 1}  # the kernel template's p rounding per declared
 
 
 @register
-class AttentionPrompt(Family):
+class AttentionPrompt(WindowAttention):
     """Prompt chunks: each row's keys [first of its position, its position or its image span's end], in chunks at
     absolute positions; partials per chunk, merged in chunk order as in decode."""
 
     name = "attention.prompt"
     Spec = PromptSpec
-    gates = (1, 2, 3, 4)
     abi = ABI
     spec: PromptSpec
 
-    scale = AttentionDecode.scale
-    window_of = staticmethod(AttentionDecode.window_of)
-
-    def cases(self, gate: int) -> list[str]:
-        if gate in (1, 2):
-            return [c.name for c in self.spec.cases]
-        if gate == 3:
-            return [STRESS_CASE]
-        if gate == 4:
-            return [f"mirror-{kind}/{layout}" for layout in self._mirror_layouts() for kind in "ABC"]
-        return []
-
-    def checks(self, gate: int, case: str) -> list[Checked]:
-        if gate == 1:
-            return [self._checked(case, list(self._seqs(case)), self.window_of(self._case(case)))]
-        if gate == 3 and case == STRESS_CASE:
-            return [self._merge_stress()]
-        if gate == 4 and case.startswith("mirror-"):
-            kind, _, layout = case.removeprefix("mirror-").partition("/")
-            return [self._mirror(kind, layout)]
-        return []
-
-    def launch_shapes(self) -> list[dict]:
-        """The prompt ABI's launch geometry: partials and merge blocks of 256 threads."""
-        return [{"symbol": "partials", "threads": PARTIALS_THREADS, "dynamic_smem": 0},
-                {"symbol": "merge", "threads": MERGE_THREADS, "dynamic_smem": 0}]
+    def exactness(self, case: str) -> list[Checked]:
+        """Gate 1: the case's sequences in one call, every row with its rigorous ranges."""
+        return [self._checked(case, list(self._seqs(case)), self.window_of(self._case(case)))]
 
     def template_args(self) -> dict[str, int]:
         shape = self.spec.shape
@@ -104,12 +78,6 @@ class AttentionPrompt(Family):
         n_part = max(partials_needed(window.first(s.start), s.end, self.spec.arithmetic.chunk) for s in c.sequences)
         partials = c.rows * shape.q_heads * n_part * (shape.head_dim + 2) * 4 * 2
         return 2 * pool + pool * 16 + partials
-
-    def _case(self, name: str) -> PromptCase:
-        for case in self.spec.cases:
-            if case.name == name:
-                return case
-        raise KeyError(f"entry {self.entry} has no case {name!r}; cases: {', '.join(self.cases(1))}")
 
     def _build(self, label: str, seqs: list[PromptSeq], window: Window, scale: float | None = None, **kw):
         """A call in the prompt ABI at the entry's scale unless given."""
@@ -166,7 +134,7 @@ class AttentionPrompt(Family):
         rng = stream(self.seed, self.entry, case, "filler")
         return realistic_sequence(rng, self.spec.shape, self.spec.values, window, seq, 1, self.scale)
 
-    def _merge_stress(self) -> Checked:
+    def merge_stress(self) -> list[Checked]:
         """Gate 3: two 16-row chunks of one sequence whose chunk maxima lie tens of nats apart."""
         stress, a = self.spec.stress, self.spec.arithmetic
         n, c = stress.chunks, a.chunk
@@ -183,7 +151,7 @@ class AttentionPrompt(Family):
         seqs = self.memo(("merge-stress",), draw)
         rows = [r for s in seqs for r in s.rows(window)]
         problem = self._build(STRESS_CASE, seqs, window)
-        return Checked(STRESS_CASE, problem, lambda: Reference([expected_outputs(rows, a, self.scale)]))
+        return [Checked(STRESS_CASE, problem, lambda: Reference([expected_outputs(rows, a, self.scale)]))]
 
     def _mirror_layouts(self) -> dict[str, tuple[Window, list[Sequence]]]:
         """One mirror layout per distinct cache shape among the cases, capped for exact sums, with its chunks:
@@ -208,7 +176,7 @@ class AttentionPrompt(Family):
             layouts.setdefault(name, (w, [Sequence(start=start, rows=rows, images=spans)] + ([edge] if edge else [])))
         return layouts
 
-    def _mirror(self, kind: str, layout: str) -> Checked:
+    def mirror(self, kind: str, layout: str) -> Checked:
         """Mirror A (q = 0), B (hard selection) or C (exact scores) over a layout's chunks."""
         window, seqs = self._mirror_layouts()[layout]
         label = f"mirror-{kind}/{layout}"
