@@ -111,6 +111,7 @@ static_assert(kThreads == kChunk, "setup gives one chunk key to each thread");
 static_assert(kChunk % (kTileKeys * kWarps) == 0, "the chunk's m-tiles must split evenly over the warps");
 static_assert(kTilesPerWarp == 2, "the score loop advances exactly two m-tiles per warp together");
 static_assert(kChunk % 32 == 0, "each lane owns chunk keys lane, lane + 32, ... in the exp phase");
+static_assert(kChunk >= kVKeys, "at least one V stage: its first barrier publishes P to the PV loop");
 static_assert(kPStride % 4 == 0, "p_s rows are read as float4");
 static_assert(kKeyRowBytes % 16 == 0, "q_s follows key_row and is read in 16-byte pieces");
 
@@ -414,7 +415,7 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
       }
     }
   }
-  __syncthreads();  // P and the maxima are written before any thread reads them in PV
+  // No barrier here: the V-stage loop's first barrier (st = 0, and v_stages >= 1) orders P before any PV read.
 
   // PV from the V stages: thread owns DT consecutive dims for all G heads; key group kg sums keys
   // [kg * KPG, (kg + 1) * KPG) in key order, TK of them per stage.

@@ -40,7 +40,8 @@ def run_check(tmp_path, cache: str, sequence: str):
     ("{kind: linear, length: 1000}", "{start: 900, rows: 50, images: [[940, 960]]}",
      "image span [940, 960] ends after the chunk's last row 949"),
     ("{kind: linear, length: 1000}", "{start: 10, rows: 50, images: [[20, 30], [25, 40]]}",
-     "in increasing order, not overlapping"),
+     "[25, 40] starts at or before the end of the span before it (30)"),
+    ("{kind: linear, length: 1000}", "{start: 10, rows: 50, images: [[22, 21]]}", "image span [22, 21] ends before it starts"),
     ("{kind: linear, length: 1000}", "{start: 990, rows: 20}", "rows up to 1009 do not fit a linear cache of 1000"),
     ("{kind: ring, window: 512, ring: 600}", "{start: 2000, rows: 200}", "use a ring of at least 711"),
 ])

@@ -24,9 +24,11 @@ class Sequence(Strict):
     def _spans(self) -> "Sequence":
         previous = -1
         for first, last in self.images:
-            if first > last or first <= previous:
-                raise ValueError(f"image spans [first, last] in increasing order, not overlapping, given "
-                                 f"{self.images}")
+            if first > last:
+                raise ValueError(f"image span [{first}, {last}] ends before it starts: give [first, last], first <= last")
+            if first <= previous:
+                raise ValueError(f"image spans in increasing order, not overlapping: [{first}, {last}] starts at or "
+                                 f"before the end of the span before it ({previous})")
             if first <= self.end and last > self.end:
                 raise ValueError(f"image span [{first}, {last}] ends after the chunk's last row {self.end}: its "
                                  f"keys are not in the cache yet; end the chunk at {last} or later")
