@@ -192,3 +192,20 @@ def test_the_receipt_shows_prompt_speed_in_tflops():
            "ratio": 0.02, "tflops": 130.5, "torch_us": 2000.0, "torch": "efficient", "torch_tflops": 65.2}
     text = receipt_markdown({"bench": [row], "bench_ceiling": {"read_gbps": 4500, "copy_gbps": 4200}})
     assert "| prompt d512 16/1 | 512 | 8192 | 1000.0 | 990.0 | 100.0 | 2 % | 130.5 | 2000.0 | 65.2 |" in text
+
+
+def test_a_sliding_chunk_with_image_spans_is_also_run_started_earlier():
+    from kcontract.families.attention.prompt_variants import PromptPlan, plan_prompt_variants
+
+    f = family({"kind": "ring", "window": 64, "ring": 140}, [{"start": 300, "rows": 20, "images": [(310, 315)]}])
+    seq = f._seqs("c")[0]
+    window = Window(64, 140)
+    assert seq.key0 == 300 - 37 - 63  # keys reach back to the window of a row 37 rows sooner
+    built = []
+    plan = PromptPlan([seq], seq, window, lambda label, seqs, **kw: built.append((label, seqs)) or
+                      f._build(label, seqs, kw.get("window", window), **{k: v for k, v in kw.items() if k != "window"}))
+    variants = {v.label: v for v in plan_prompt_variants(plan, f._build("base", [seq], window))}
+    earlier = variants["seq0_earlier37"]
+    assert earlier.row_map == {b: 37 + b for b in range(20)}
+    assert earlier.problem.inputs["seq_pos0"].tolist() == [263]
+    assert earlier.problem.inputs["row_last"][37 + 10:37 + 16].tolist() == [315] * 6  # the span, 37 rows later

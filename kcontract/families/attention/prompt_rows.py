@@ -15,6 +15,7 @@ from kcontract.families.attention.window import Window
 from kcontract.numerics import rn_bits
 
 QUERY_SHARE = 0.6  # a row's query: this share of the sequence's query direction, the rest its own
+EARLIER = 37  # rows gate 2 may start a chunk sooner: realistic keys reach back to their windows too
 
 
 @dataclass
@@ -53,17 +54,21 @@ class PromptSeq:
         return replace(self, seq=seq, q=self.q[first_row:first_row + rows], k=self.k[:last_key], v=self.v[:last_key])
 
 
-def key_span(seq: Sequence, window: Window) -> Window:
-    """A window reaching from the chunk's first row's first key to its last row, for drawing the keys."""
-    key0 = window.first(seq.start)
+def key_span(seq: Sequence, window: Window, lead: int = 0) -> Window:
+    """A window reaching from the first key of the row `lead` rows before the chunk (as far as the cache still
+    holds it when the chunk runs) to the chunk's last row, for drawing the keys."""
+    key0 = window.first(max(0, seq.start - lead))
+    if window.win > 0:
+        key0 = max(key0, min(window.first(seq.start), seq.end - window.ring + 1))
     return Window(win=seq.end - key0 + 1, ring=max(window.ring, seq.end - key0 + 1))
 
 
 def realistic_sequence(rng: np.random.Generator, shape: Shape, values: Values, window: Window, seq: Sequence,
                        kind_index: int, scale: float) -> PromptSeq:
-    """Keys and values as a realistic row of the given kind up to the chunk's end; each row's query shares the
-    sequence's direction (so peaks are peaks for every row) with a part of its own, at its own RMS."""
-    span = key_span(seq, window)
+    """Keys and values as a realistic row of the given kind up to the chunk's end, reaching EARLIER rows back;
+    each row's query shares the sequence's direction (so peaks are peaks for every row) with a part of its own, at
+    its own RMS."""
+    span = key_span(seq, window, lead=EARLIER)
     base = realistic_row(rng, shape, values, span, seq.end, ROW_KINDS[kind_index % len(ROW_KINDS)], scale)
     q0 = base.floats()[0]
     own = scaled_normal(rng, (seq.rows,) + q0.shape, np.ones((seq.rows, shape.q_heads)))

@@ -8,14 +8,13 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from kcontract.families.attention.prompt_rows import PromptSeq
+from kcontract.families.attention.prompt_rows import EARLIER, PromptSeq
 from kcontract.families.attention.prompt_spec import Sequence
 from kcontract.families.attention.variants import factor_for
 from kcontract.families.attention.window import Window
 from kcontract.numerics import rn_bits
 from kcontract.problem import Problem, Variant
 
-EARLIER = 37  # rows an earlier-started chunk adds in front (the image spans sit elsewhere in the call)
 
 
 @dataclass
@@ -80,11 +79,14 @@ def plan_prompt_variants(plan: PromptPlan, base: Problem) -> Iterator[Variant]:
 
 
 def _earlier(seq: PromptSeq, window: Window) -> PromptSeq | None:
-    """The chunk started EARLIER rows sooner (new rows with queries of their own), where its keys allow."""
+    """The chunk started up to EARLIER rows sooner (new rows with queries of their own, the image spans elsewhere in
+    the call), where its keys reach back that far."""
     e = min(EARLIER, seq.seq.start)
-    start = seq.seq.start - e
-    if e == 0 or window.first(start) < seq.key0:
+    while e and window.first(seq.seq.start - e) < seq.key0:
+        e -= 1
+    if e == 0:
         return None
+    start = seq.seq.start - e
     rng = np.random.default_rng([seq.filler_seed, e])
     extra = rn_bits(rng.standard_normal((e,) + seq.q.shape[1:]), "bf16")
     moved = Sequence(start=start, rows=seq.seq.rows + e, images=seq.seq.images)
