@@ -178,3 +178,76 @@ def test_rows_replayed_together_get_the_bounds_each_gets_alone():
             alone = replay_row(*row[:5], scale, 256, group, order=order, p_round=p_round)
             for name in ("m", "l", "o", "out"):
                 assert all(np.array_equal(a, b) for a, b in zip(alone[name], got[name])), (order, name)
+
+
+def prompt_mma_kernel(q, k, v, first, pos, scale, rng, p_bf16):
+    """One head group of a prompt kernel with p times V on tensor cores, emulated with the H200 k-step model:
+    o per chunk by k-steps over 16 keys (fp32 p as three bf16 parts), one merge chain, IEEE division, bf16."""
+    from kcontract.families.attention.tensorcore import kstep
+
+    f32 = np.float32
+    hq, d = q.shape
+    s_all = replay_scores(q, k[:, 0, :], scale)
+    out, partials = [], []
+    for h in range(hq):
+        ms, ls, os_ = [], [], []
+        for c in range(first // 256, pos // 256 + 1):
+            keys = [j for j in range(256) if first <= 256 * c + j <= pos]
+            sv = {j: s_all[h, 256 * c + j - first] for j in keys}
+            m = max(sv.values())
+            p = np.zeros(256)
+            for j in keys:
+                x = f32(sv[j] - m)
+                e = f32(np.exp(np.float64(x)))
+                if x != 0 and rng.random() < 0.7:
+                    e = np.nextafter(e, f32(np.inf) if rng.random() < 0.5 else f32(0))
+                p[j] = round_to(np.float64(e), "bf16") if p_bf16 else np.float64(e)
+            vv = np.zeros((256, d))
+            for j in keys:
+                vv[j] = v[256 * c + j - first, 0]
+            lanes = [f32(0)] * 32
+            for i in range(8):
+                lanes = [f32(lanes[t] + f32(p[32 * i + t])) for t in range(32)]
+            for off in (16, 8, 4, 2, 1):
+                lanes = [f32(lanes[t] + lanes[t ^ off]) for t in range(32)]
+            hi_part = round_to(p, "bf16")
+            mid = round_to(p - hi_part, "bf16")
+            parts = [p] if p_bf16 else [hi_part, mid, p - hi_part - mid]
+            assert p_bf16 or np.array_equal(round_to(parts[2], "bf16"), parts[2])  # three bf16 parts hold p
+            acc = np.zeros(d)
+            for s0 in range(0, 256, 16):
+                for part in parts:
+                    a = np.broadcast_to(part[s0:s0 + 16], (d, 16))
+                    acc = kstep(acc, a, vv[s0:s0 + 16].T)
+            ms.append(m), ls.append(float(lanes[0])), os_.append(acc)
+        big_m = max(ms)
+        big_l, big_o = f32(0), np.zeros(d, np.float32)
+        for mc, lc, oc in zip(ms, ls, os_):
+            fx = f32(mc - big_m)
+            f = 1.0 if fx == 0 else float(np.nextafter(f32(np.exp(np.float64(fx))),
+                                                       f32(0) if rng.random() < 0.5 else f32(9)))
+            big_l = f32(rn32_exact(Fraction(f) * Fraction(float(lc)) + Fraction(float(big_l))))
+            big_o = np.array([rn32_exact(Fraction(f) * Fraction(float(o)) + Fraction(float(b)))
+                              for o, b in zip(oc, big_o)], np.float32)
+        out.append(round_to((big_o / big_l).astype(np.float64), "bf16"))
+        partials.append(np.stack(os_))
+    return np.stack(out), np.stack(partials)
+
+
+@pytest.mark.parametrize("p_bf16", [False, True])
+def test_p_times_v_on_tensor_cores_stays_inside_its_interval_bound(p_bf16):
+    d, group, n, first = 64, 2, 700, 150
+    rng = np.random.default_rng(21 + p_bf16)
+    q = round_to(rng.standard_normal((group, d)), "bf16")
+    k = round_to(rng.standard_normal((n, 1, d)) * 0.2, "bf16")
+    v = round_to(rng.standard_normal((n, 1, d)), "bf16")
+    scale = float(np.float32(1 / np.sqrt(d)))
+    pos = first + n - 1
+    got, o = prompt_mma_kernel(q, k, v, first, pos, scale, rng, p_bf16)
+    found = replay_row(q, k, v, first, pos, scale, 256, group, order="window_prompt_mma",
+                       p_round="bf16" if p_bf16 else "none")
+    lo, hi = found["out"]
+    assert np.all((lo <= got) & (got <= hi))
+    assert np.mean(lo == hi) > 0.9, np.mean(lo == hi)
+    o_lo, o_hi = found["o"]
+    assert np.all((o_lo <= o) & (o <= o_hi))  # every chunk's o at fp32 resolution

@@ -85,7 +85,11 @@ def key_groups(head_dim: int, group: int) -> int:
 ORDERS = {  # declared sum order -> (o's key groups, the merge's runs) for (D, G)
     "window_decode": lambda d, g: (key_groups(d, g), WARPS),  # kernels/window_decode.cu
     "window_prompt": lambda d, g: (1, 1),  # kernels/window_prompt.cu: one chain per chunk, one merge chain
+    "window_prompt_mma": lambda d, g: (0, 1),  # p times V in tensor-core k-steps of 16 keys (0: no fma chains)
 }
+MMA_KEYS = 16  # keys per tensor-core k-step of p times V
+CUT = 2.0**-25  # a k-step cuts each term to a multiple of 2^(E - 25): at most this times the largest term
+RZ = 2.0**-23  # its fp32 truncation: less than this times the result
 
 
 def chunk_grid(first: int, pos: int, chunk: int) -> np.ndarray:
@@ -140,7 +144,10 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
             p_lo, p_hi = round_to(p_lo, "bf16"), round_to(p_hi, "bf16")
         vg = xp.where(on[..., None], xp.stack(v_rows), 0.0)  # [R, nch, C, D]
         l_lo, l_hi = _lane_sums(p_lo), _lane_sums(p_hi)
-        o_lo, o_hi = _group_chains(p_lo, p_hi, vg, kg_n)
+        if kg_n:
+            o_lo, o_hi = _group_chains(p_lo, p_hi, vg, kg_n)
+        else:
+            o_lo, o_hi = _mma_steps(p_lo, p_hi, vg, parts=1 if p_round == "bf16" else 3)
         y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, runs)
         for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi)):
             lo, hi = to_host(lo), to_host(hi)
@@ -178,6 +185,49 @@ def _group_chains(p_lo, p_hi, vg, kg_n: int):
             total = acc if total is None else add32(total, acc)
         ends.append(total)
     return ends[0], ends[1]
+
+
+def _mma_steps(p_lo, p_hi, vg, parts: int):
+    """o on tensor cores: per chunk, k-steps over keys 16 s .. 16 s + 15 in order from 0 (`parts` k-steps each:
+    1 for bf16 p, 3 for fp32 p as exact bf16 hi + mid + lo), bounded by intervals; (lower, upper).
+
+    The k-step is not monotone in a term (a term crossing a power of two coarsens the others' cut), so it is not
+    replayed at interval ends: each step's exact sum over the products' extremes is widened by 17 cuts of the
+    largest term and one fp32 truncation of the largest result, per k-step, and the ends are then pulled in to
+    fp32 values (the kernel's accumulator is one). A split part exceeds p by at most 2^-8 relative.
+    """
+    xp = array_module(p_lo)
+    grow = 1.0 if parts == 1 else 1.0 + 2.0**-8
+    lo = xp.zeros(p_lo.shape[:-1] + (vg.shape[-1],))  # [R, G, nch, D]
+    hi = xp.zeros_like(lo)
+    for s0 in range(0, p_lo.shape[-1], MMA_KEYS):
+        keys = slice(s0, s0 + MMA_KEYS)
+        v = vg[:, None, :, keys, :]  # [R, 1, nch, 16, D]
+        a, b = p_lo[..., keys, None] * v, p_hi[..., keys, None] * v  # exact products
+        t_lo, t_hi = xp.minimum(a, b), xp.maximum(a, b)
+        mag = xp.maximum(xp.abs(t_lo), xp.abs(t_hi)) * grow
+        acc = xp.maximum(xp.abs(lo), xp.abs(hi))
+        largest = xp.maximum(mag.max(axis=-2), acc)
+        total = acc + mag.sum(axis=-2)
+        tiny = 2.0**-150 * xp.abs(v).max(axis=-2)  # a subnormal p's exponent is read as -126: a coarser cut
+        err = parts * ((MMA_KEYS + 1) * (CUT * largest + tiny) + RZ * total * (1 + 2.0**-20)) + 2.0**-50 * total
+        lo = _fp32_at_least(lo + t_lo.sum(axis=-2) - err)
+        hi = _fp32_at_most(hi + t_hi.sum(axis=-2) + err)
+    return lo, hi
+
+
+def _fp32_at_least(x):
+    """The least fp32 value >= x, as float64."""
+    xp = array_module(x)
+    f = x.astype(xp.float32)
+    return xp.where(f.astype(xp.float64) < x, xp.nextafter(f, xp.float32(xp.inf)), f).astype(xp.float64)
+
+
+def _fp32_at_most(x):
+    """The greatest fp32 value <= x, as float64."""
+    xp = array_module(x)
+    f = x.astype(xp.float32)
+    return xp.where(f.astype(xp.float64) > x, xp.nextafter(f, xp.float32(-xp.inf)), f).astype(xp.float64)
 
 
 def _merge(m, l_lo, l_hi, o_lo, o_hi, runs: int = WARPS):

@@ -36,7 +36,7 @@ class Arithmetic(Strict):
     chunk: int = Field(default=256, gt=0)  # keys per partial, at absolute positions
     score: Literal["fp32", "mma_bf16"] = "fp32"  # IEEE fp32 dot products, or tensor-core bf16 k-steps of 16
     score_order: Literal["any", "replay"] = "any"  # replay: the decode kernel's k-step order, replayed bit for bit
-    sum_order: Literal["any", "window_decode", "window_prompt"] = "any"  # a kernel's l, o and merge orders, replayed
+    sum_order: Literal["any", "window_decode", "window_prompt", "window_prompt_mma"] = "any"  # replayed orders
     exp: Literal["expf", "exp2f", "ex2.approx", "__expf"] = "expf"
     prob_round: Literal["none", "bf16", "bf16_numerator"] = "none"  # where p is rounded to bf16
     div: Literal["ieee", "rcp_rn", "rcp_approx", "div_full", "fdividef"] = "ieee"
@@ -49,7 +49,7 @@ class Arithmetic(Strict):
     def _replay_needs_mma(self) -> "Arithmetic":
         if self.score_order == "replay" and self.score != "mma_bf16":
             raise ValueError("score_order: replay replays tensor-core k-steps: it needs score: mma_bf16")
-        rounds = ("none", "bf16") if self.sum_order == "window_prompt" else ("none",)
+        rounds = ("none", "bf16") if self.sum_order.startswith("window_prompt") else ("none",)
         plain = (self.score_order == "replay" and self.exp == "expf" and self.prob_round in rounds and
                  self.div == "ieee" and self.out == "bf16" and self.chunk == 256 and self.rescales_per_key == 0)
         if self.sum_order != "any" and not plain:
