@@ -1,6 +1,6 @@
 // Split-chunk window-attention prompt: window_prompt_partials computes, for a band of up to 16 consecutive rows
-// of one sequence, one (m, l, o) per row and 256-key chunk at absolute positions, scores on tensor cores
-// (m16n8k16, the band's rows as M, keys as N); window_prompt_merge sums a row's chunks in chunk order.
+// of one sequence, one (m, l, o) per row and 256-key chunk at absolute positions, scores and p times V on tensor
+// cores (m16n8k16, the band's rows as M); window_prompt_merge sums a row's chunks in chunk order.
 // D = head dim (128, 256, 512), G = query heads per key head (1..16), PB = 1 rounds p to bf16 before both sums
 // (bf16 P), 0 keeps it in fp32 (P32). bf16 travels as uint16_t bit patterns.
 //
@@ -56,8 +56,6 @@ constexpr int kSmemBytes = kTile * kRowHalves<D> * 2 + kBand * kSStride * 4;
 constexpr int kSmemLimit = 99 * 1024;  // the opt-in maximum of sm_86, 89, 120 and 121
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-__device__ __forceinline__ float bf16_lo(unsigned w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float bf16_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
 
 // One m16n8k16 bf16 mma, fp32 accumulate in place: c += A (16x16, row) * B (16x8, col).
 __device__ __forceinline__ void mma_bf16(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
@@ -111,7 +109,7 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   static_assert(G >= 1 && G <= 16, "1 to 16 query heads per key head");
   static_assert(wp::kSmemBytes<D> <= wp::kSmemLimit, "partials shared memory exceeds what sm_86, 89, 120 give");
   constexpr int R = wp::kRowHalves<D>;
-  constexpr int DPT = D / 16;  // PV dims per thread: 16 threads per row
+  constexpr int NT = D / 64;  // PV n-tiles of 8 dims per warp
   extern __shared__ __align__(16) unsigned char wp_smem[];
   unsigned short* kv_s = reinterpret_cast<unsigned short*>(wp_smem);
   float* s_s = reinterpret_cast<float*>(wp_smem + wp::kTile * R * 2);
@@ -137,9 +135,6 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   const long long head_base = static_cast<long long>(seq_slot[band.seq]) * ring * kv_heads * D +
                               static_cast<long long>(kh) * D;
   const long long row_elems = static_cast<long long>(kv_heads) * D;
-
-  // This thread's row in the softmax (warp w: rows 2w, 2w + 1) and in PV (16 threads per row).
-  const int pv_row = tid / 16, pv_d0 = (tid % 16) * DPT;
 
   for (int c = c_lo + blockIdx.x; c <= c_hi; c += gridDim.x) {
     const int key0 = origin + c * wp::kChunk;  // absolute position of the chunk's first key
@@ -223,42 +218,59 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
         }
       }
 
-      // PV: thread (row, dims pv_d0 .. + DPT) runs one fma chain over the chunk's keys in key order.
-      float acc[DPT];
+      // PV on tensor cores: warp w takes dims w D / 8 .. (w + 1) D / 8 of the band's rows (NT n-tiles of 8), one
+      // k-step per 16 keys in key order; fp32 p (PB = 0) goes in as three bf16 parts hi, mid, lo, which hold it
+      // exactly, one k-step each in that order; bf16 p (PB = 1) in one.
+      float acc[NT][4];
 #pragma unroll
-      for (int d = 0; d < DPT; ++d) acc[d] = 0.0f;
+      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+      const int wd0 = warp * (D / 8);  // this warp's first dim
       for (int t = 0; t < wp::kChunk / wp::kTile; ++t) {
         __syncthreads();  // p is written; the previous V tile is read by all
         stage(v_cache, t);
         __syncthreads();
-        const float* prow = s_s + pv_row * wp::kSStride + t * wp::kTile;
-#pragma unroll 2
-        for (int i = 0; i < wp::kTile; ++i) {
-          const float p = prow[i];
-          const unsigned short* vr = kv_s + i * R + pv_d0;
 #pragma unroll
-          for (int d8 = 0; d8 < DPT; d8 += 8) {
-            const uint4 w = *reinterpret_cast<const uint4*>(vr + d8);
-            acc[d8 + 0] = fmaf(p, wp::bf16_lo(w.x), acc[d8 + 0]);  // rounding: one fma per key, key order
-            acc[d8 + 1] = fmaf(p, wp::bf16_hi(w.x), acc[d8 + 1]);
-            acc[d8 + 2] = fmaf(p, wp::bf16_lo(w.y), acc[d8 + 2]);
-            acc[d8 + 3] = fmaf(p, wp::bf16_hi(w.y), acc[d8 + 3]);
-            acc[d8 + 4] = fmaf(p, wp::bf16_lo(w.z), acc[d8 + 4]);
-            acc[d8 + 5] = fmaf(p, wp::bf16_hi(w.z), acc[d8 + 5]);
-            acc[d8 + 6] = fmaf(p, wp::bf16_lo(w.w), acc[d8 + 6]);
-            acc[d8 + 7] = fmaf(p, wp::bf16_hi(w.w), acc[d8 + 7]);
+        for (int ks = 0; ks < wp::kTile / 16; ++ks) {
+          const int k0 = t * wp::kTile + 16 * ks;  // the k-step's first key in the chunk
+          const float* pa = s_s + gr * wp::kSStride + k0 + 2 * c4;        // row g: keys 2c, 2c + 1, then + 8
+          const float* pb = s_s + (gr + 8) * wp::kSStride + k0 + 2 * c4;  // row g + 8
+          const float pv[8] = {pa[0], pa[1], pb[0], pb[1], pa[8], pa[9], pb[8], pb[9]};
+          unsigned b[NT][2];  // V[keys 2c, 2c + 1 | 2c + 8, 2c + 9][dim wd0 + 8 nt + g]
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const unsigned short* vc = kv_s + (16 * ks + 2 * c4) * R + wd0 + 8 * nt + gr;
+            b[nt][0] = static_cast<unsigned>(vc[0]) | (static_cast<unsigned>(vc[R]) << 16);
+            b[nt][1] = static_cast<unsigned>(vc[8 * R]) | (static_cast<unsigned>(vc[9 * R]) << 16);
+          }
+          float rest[8];
+#pragma unroll
+          for (int i = 0; i < 8; ++i) rest[i] = pv[i];
+#pragma unroll
+          for (int part = 0; part < (PB ? 1 : 3); ++part) {
+            unsigned short h[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              h[i] = __bfloat16_as_ushort(__float2bfloat16_rn(rest[i]));  // exact for bf16 p and the last part
+              rest[i] = __fsub_rn(rest[i], __bfloat162float(__ushort_as_bfloat16(h[i])));  // exact: a split
+            }
+            const unsigned a0 = h[0] | (static_cast<unsigned>(h[1]) << 16), a1 = h[2] | (static_cast<unsigned>(h[3]) << 16);
+            const unsigned a2 = h[4] | (static_cast<unsigned>(h[5]) << 16), a3 = h[6] | (static_cast<unsigned>(h[7]) << 16);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) wp::mma_bf16(acc[nt], a0, a1, a2, a3, b[nt][0], b[nt][1]);  // k-step
           }
         }
       }
-      if (pv_row < band.rows) {
-        const int pos = band.pos0 + band.row0 + pv_row - band.seq_row0;
-        const int first = wp::first_key(pos, win), last = WP_LAST_KEY(pos, row_last[band.row0 + pv_row]);
+      for (int half = 0; half < 2; ++half) {  // rows g and g + 8
+        const int r = gr + 8 * half;
+        if (r >= band.rows) continue;
+        const int pos = band.pos0 + band.row0 + r - band.seq_row0;
+        const int first = wp::first_key(pos, win), last = WP_LAST_KEY(pos, row_last[band.row0 + r]);
         const int j = c - (first - origin) / wp::kChunk;
         if (key0 + wp::kChunk > first && key0 <= last && j >= 0 && j < n_part) {
-          float* dst = part_o + ((static_cast<size_t>(band.row0 + pv_row) * hq + h) * n_part + j) * D + pv_d0;
+          float* dst = part_o + ((static_cast<size_t>(band.row0 + r) * hq + h) * n_part + j) * D + wd0 + 2 * c4;
 #pragma unroll
-          for (int d = 0; d < DPT; d += 4) {
-            *reinterpret_cast<float4*>(dst + d) = make_float4(acc[d], acc[d + 1], acc[d + 2], acc[d + 3]);
+          for (int nt = 0; nt < NT; ++nt) {
+            *reinterpret_cast<float2*>(dst + 8 * nt) = make_float2(acc[nt][2 * half], acc[nt][2 * half + 1]);
           }
         }
       }

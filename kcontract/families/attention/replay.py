@@ -209,7 +209,7 @@ def _mma_steps(p_lo, p_hi, vg, parts: int):
         acc = xp.maximum(xp.abs(lo), xp.abs(hi))
         largest = xp.maximum(mag.max(axis=-2), acc)
         total = acc + mag.sum(axis=-2)
-        tiny = 2.0**-150 * xp.abs(v).max(axis=-2)  # a subnormal p's exponent is read as -126: a coarser cut
+        tiny = 2.0**-130 * xp.abs(v).max(axis=-2)  # subnormal p: a coarser cut, a last part below bf16's range
         err = parts * ((MMA_KEYS + 1) * (CUT * largest + tiny) + RZ * total * (1 + 2.0**-20)) + 2.0**-50 * total
         lo = _fp32_at_least(lo + t_lo.sum(axis=-2) - err)
         hi = _fp32_at_most(hi + t_hi.sum(axis=-2) + err)
