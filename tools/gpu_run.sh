@@ -8,7 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
-STEPS=${STEPS:-probe,run,warm,undeclared,sanitize,mutate,bench,tests}
+STEPS=${STEPS:-probe,run,warm,undeclared,sanitize,mutate,bench,ncu,tests}
 MUTATE_OUT=${MUTATE_OUT:-$OUT}  # per-entry campaign JSONs (the receipt has the scores)
 mkdir -p "$OUT" "$MUTATE_OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -66,6 +66,13 @@ if has bench; then
   timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench ${BENCH_ARGS:-} "${receipt[@]}" --json "$OUT/bench.json" \
     > "$OUT/bench.log" 2>&1
 fi
+if has ncu; then  # hardware counters of one prompt partials launch (clocks left alone, METHOD.md)
+  timeout "${NCU_LIMIT:-90}" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-window_prompt_partials}" \
+    --launch-skip 1 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
+    python3 -m kcontract bench --only "${NCU_ONLY:-prompt_d512_g16_p32}" --keys "${NCU_KEYS:-32768}" --repeat 3 \
+    > "$OUT/ncu.log" 2>&1
+fi
 if has tests; then
   timeout "${TESTS_LIMIT:-200}" python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
 fi
@@ -79,4 +86,5 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/sanitize.log" ] && grep -vE ": clean, " "$OUT/sanitize.log" | cut -c1-300 | tail -30
 [ -f "$OUT/mutate.log" ] && grep -E "^(MUTATE|survived|mutate)" "$OUT/mutate.log" | cut -c1-300
 [ -f "$OUT/bench.log" ] && tail -60 "$OUT/bench.log" | cut -c1-200
+[ -f "$OUT/ncu.log" ] && grep -E "Throughput|Pipe|Registers|Achieved Occupancy|Duration|Warp Cycles|Stall" "$OUT/ncu.log" | head -24
 [ -f "$OUT/gpu-tests.log" ] && tail -6 "$OUT/gpu-tests.log"
