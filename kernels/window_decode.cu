@@ -17,6 +17,7 @@
 // The merge's static shared memory: 8 * D * 4 + 64 bytes (each warp's run of chunks, its l and its maximum).
 
 #include <cuda_bf16.h>
+#include "tensor_core.cuh"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Fault hooks: the defaults are the kernel; a planted-fault control defines one before including this file.
@@ -187,29 +188,11 @@ __device__ __forceinline__ int q_head(int kh, int g, int hk) { return WD_Q_HEAD(
 // Merge weight of a chunk.
 __device__ __forceinline__ float merge_factor(float m_c, float big_m) { return WD_MERGE_FACTOR(m_c, big_m); }
 
-// One m16n8k16 bf16 mma, fp32 accumulate in place: c += A (16x16, row) * B (16x8, col).
-__device__ __forceinline__ void mma_bf16(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                         unsigned b0, unsigned b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Asynchronous 16-byte copy global -> shared; src_bytes 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, unsigned src_bytes) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" : : "r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" : : : "memory"); }
-
-// Wait until at most N of this thread's copy groups are pending.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" : : "n"(N) : "memory"); }
-
-// -inf as an fp32 bit pattern.
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+using tc::cp_async16;
+using tc::cp_async_commit;
+using tc::cp_async_wait;
+using tc::mma_bf16;
+using tc::neg_inf;
 
 // bf16 bits to fp32 (exact): the low and the high element of a packed word.
 __device__ __forceinline__ float bf16_lo(unsigned w) { return __uint_as_float(w << 16); }

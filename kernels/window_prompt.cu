@@ -5,14 +5,18 @@
 // (bf16 P), 0 keeps it in fp32 (P32). bf16 travels as uint16_t bit patterns.
 //
 // Launch geometry: partials<D, G, PB> grid (n_part, kv_heads, bands) of 256 threads, bands = sum over sequences of
-// ceil(rows / 16), with wp::kSmemBytes<D> = 128 D + 17664 bytes of dynamic shared memory (the kernel traps on
-// less); merge<D, G> grid (kv_heads * G, rows) of 256 threads.
+// ceil(rows / 16), with wp::kSmemBytes<D, PB> = 16640 + (3 - 2 PB) 8448 + (4 - D / 512) (32 D + 2048) bytes of
+// dynamic shared memory (the kernel traps on less); merge<D, G> grid (kv_heads * G, rows) of 256 threads.
 //
 // Partials' shared memory, in bytes:
-//   [0, 64 (2 D + 16))          bf16 kv_s[64][D + 8]   a 64-key tile of K, then of V (zero off the band's keys)
-//   [.., .. + 16640)            fp32 s_s[16][260]      one head's scores of the chunk, then its probabilities
+//   [0, 16640)                  fp32 s_s[16][260]               one head's scores of the chunk
+//   [.., + (3 - 2 PB) 8448)     bf16 p_s[parts][16][264]        its p as bf16 parts (P32: hi, mid, lo; bf16 P: p)
+//   [.., + ring (32 D + 2048))  bf16 v_s[8][ring][16][D/8 + 8]  each warp's V stages in flight (cp.async)
+// Each warp reads the K rows of its own keys and the V columns of its own dims, so neither is shared: K goes
+// straight to registers, V through the warp's own ring (ldmatrix.trans); two barriers per head.
 
 #include <cuda_bf16.h>
+#include "tensor_core.cuh"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Fault hooks: the defaults are the kernel; a planted-fault control defines one before including this file.
@@ -44,27 +48,29 @@ constexpr int kChunk = 256;     // keys per partial, at absolute positions
 constexpr int kBand = 16;       // rows per band: the mma's M
 constexpr int kThreads = 256;   // 8 warps
 constexpr int kWarps = 8;
-constexpr int kTile = 64;       // keys per K or V tile: 8 warps x one n-tile of 8
+constexpr int kTile = 64;       // keys per score pass: warp w takes keys 8 w + 64 t, t = 0..3
 constexpr int kSStride = 260;   // fp32 per score row (256 keys and padding)
+constexpr int kPStride = 264;   // bf16 per p row (256 keys and 16 bytes of padding against bank conflicts)
+
+template <int PB>
+constexpr int kParts = PB ? 1 : 3;  // bf16 parts of p: fp32 p is exactly hi + mid + lo
 
 template <int D>
-constexpr int kRowHalves = D + 8;  // bf16 per K/V tile row (16 bytes of padding against bank conflicts)
+constexpr int kRing = D >= 512 ? 3 : 4;  // V stages of 16 keys in flight per warp
 
 template <int D>
-constexpr int kSmemBytes = kTile * kRowHalves<D> * 2 + kBand * kSStride * 4;
+constexpr int kVStride = D / 8 + 8;  // bf16 per V stage row (a warp's D / 8 dims and 16 bytes of padding)
+
+template <int D, int PB>
+constexpr int kSmemBytes = kBand * kSStride * 4 + kParts<PB> * kBand * kPStride * 2 +
+                           kWarps * kRing<D> * 16 * kVStride<D> * 2;
 
 constexpr int kSmemLimit = 99 * 1024;  // the opt-in maximum of sm_86, 89, 120 and 121
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+template <int D, int PB>
+constexpr int kMinBlocks = D == 512 && PB ? 1 : 2;  // two blocks per SM where 128 registers hold the kernel
 
-// One m16n8k16 bf16 mma, fp32 accumulate in place: c += A (16x16, row) * B (16x8, col).
-__device__ __forceinline__ void mma_bf16(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                         unsigned b0, unsigned b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+using tc::neg_inf;
 
 // The band a partials block takes: its sequence, first row and row count.
 struct Band {
@@ -98,31 +104,39 @@ __device__ __forceinline__ int first_key(int pos, int win) { return win > 0 ? ma
 }  // namespace wp
 
 template <int D, int G, int PB>
-__global__ void __launch_bounds__(wp::kThreads, 1)
+__global__ void __launch_bounds__(wp::kThreads, wp::kMinBlocks<D, PB>)
 window_prompt_partials(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k_cache,
                        const unsigned short* __restrict__ v_cache, const int* __restrict__ seq_row0,
                        const int* __restrict__ seq_pos0, const int* __restrict__ seq_slot,
                        const int* __restrict__ row_last, float* __restrict__ part_m, float* __restrict__ part_l,
                        float* __restrict__ part_o, int win, int ring, int n_part, float scale, int kv_heads,
                        int n_seq) {
-  static_assert(D % 32 == 0 && D <= 512, "D a multiple of 32, at most 512");
+  static_assert(D == 128 || D == 256 || D == 512, "head dim 128, 256 or 512");
   static_assert(G >= 1 && G <= 16, "1 to 16 query heads per key head");
-  static_assert(wp::kSmemBytes<D> <= wp::kSmemLimit, "partials shared memory exceeds what sm_86, 89, 120 give");
-  constexpr int R = wp::kRowHalves<D>;
-  constexpr int NT = D / 64;  // PV n-tiles of 8 dims per warp
+  static_assert(wp::kSmemBytes<D, PB> <= wp::kSmemLimit, "partials shared memory exceeds what sm_86, 89, 120 give");
+  constexpr int NT = D / 64;                   // PV n-tiles of 8 dims per warp
+  constexpr int kParts = wp::kParts<PB>;
+  constexpr int kRing = wp::kRing<D>;
+  constexpr int VS = wp::kVStride<D>;
+  constexpr int kPieces = D / 64;              // 16-byte pieces of a warp's dims in one V row
+  constexpr int kSteps = wp::kChunk / 16;      // PV k-steps per chunk
   extern __shared__ __align__(16) unsigned char wp_smem[];
-  unsigned short* kv_s = reinterpret_cast<unsigned short*>(wp_smem);
-  float* s_s = reinterpret_cast<float*>(wp_smem + wp::kTile * R * 2);
+  float* s_s = reinterpret_cast<float*>(wp_smem);
+  unsigned short* p_s = reinterpret_cast<unsigned short*>(wp_smem + wp::kBand * wp::kSStride * 4);
+  unsigned short* v_all = p_s + kParts * wp::kBand * wp::kPStride;
   unsigned dyn_bytes;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
-  if (dyn_bytes < static_cast<unsigned>(wp::kSmemBytes<D>)) __trap();  // launched with less than the layout
+  if (dyn_bytes < static_cast<unsigned>(wp::kSmemBytes<D, PB>)) __trap();  // launched with less than the layout
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int gr = lane / 4, c4 = lane % 4;
   const int kh = blockIdx.y;
   const int hq = kv_heads * G;
   const wp::Band band = wp::find_band(seq_row0, seq_pos0, n_seq, blockIdx.z);
   if (band.rows == 0) return;  // block-uniform: a grid wider than the call's bands
   const int origin = WP_CHUNK_ORIGIN(band.pos0);
+  unsigned short* v_s = v_all + warp * kRing * 16 * VS;  // this warp's V ring
+  const int wd0 = warp * (D / 8);                        // this warp's first dim in p times V
 
   // The band's rows: first and last visible key; the chunks any of them touches.
   int lo_key = 0x7fffffff, hi_key = -1;
@@ -134,68 +148,92 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   const int c_lo = (lo_key - origin) / wp::kChunk, c_hi = (hi_key - origin) / wp::kChunk;
   const long long head_base = static_cast<long long>(seq_slot[band.seq]) * ring * kv_heads * D +
                               static_cast<long long>(kh) * D;
-  const long long row_elems = static_cast<long long>(kv_heads) * D;
+  const int row_elems = kv_heads * D;  // one cache row of every key head
+  const bool row_a = gr < band.rows, row_b = gr + 8 < band.rows;
 
   for (int c = c_lo + blockIdx.x; c <= c_hi; c += gridDim.x) {
     const int key0 = origin + c * wp::kChunk;  // absolute position of the chunk's first key
 
-    // Stage a 64-key tile of K or V: keys outside [lo_key, hi_key] are zero (never read from the cache).
-    auto stage = [&](const unsigned short* cache, int t) {
-      for (int e = tid; e < wp::kTile * (D / 8); e += wp::kThreads) {
-        const int i = e / (D / 8), piece = e % (D / 8);
-        const int p = key0 + t * wp::kTile + i;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (p >= lo_key && p <= hi_key) {
-          v = __ldg(reinterpret_cast<const uint4*>(cache + head_base + static_cast<long long>(p % ring) * row_elems) +
-                    piece);
+    // Stage st of this warp's V: keys key0 + 16 st .. + 15, its D / 8 dims; keys off the band's are zero.
+    auto stage_v = [&](int st) {
+      if (st < kSteps) {
+        unsigned short* dst = v_s + (st % kRing) * 16 * VS;
+        for (int e = lane; e < 16 * kPieces; e += 32) {
+          const int i = e / kPieces, piece = e % kPieces;
+          const int p = key0 + 16 * st + i;
+          const bool on = p >= lo_key && p <= hi_key;
+          const unsigned short* src = v_cache + head_base + static_cast<long long>(on ? p % ring : 0) * row_elems +
+                                      wd0 + 8 * piece;
+          tc::cp_async16(dst + i * VS + 8 * piece, src, on ? 16u : 0u);
         }
-        *reinterpret_cast<uint4*>(kv_s + i * R + 8 * piece) = v;
       }
+      tc::cp_async_commit();  // one group per stage, empty past the chunk's end: the wait counts stay uniform
     };
+
+    // This warp's keys for scores: 8 w + 64 t + gr, t = 0..3 (zero fragments off the band's keys).
+    int k_row[4];  // the key's cache row, or -1 off the band's keys
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int p = key0 + wp::kTile * t + 8 * warp + gr;
+      k_row[t] = p >= lo_key && p <= hi_key ? p % ring : -1;
+    }
+    const unsigned short* k_base = k_cache + head_base + 8 * c4;
 
     for (int g = 0; g < G; ++g) {
       const int h = kh * G + g;
-      // Scores: warp w takes keys 8w .. 8w + 7 of each tile, k-steps over D in the decode kernel's order
-      // (lane c4 = lane % 4 holds dims 32 p + 8 c4 + 0..3 in step 2p and + 4..7 in step 2p + 1).
-      const int gr = lane / 4, c4 = lane % 4;
-      const bool row_a = gr < band.rows, row_b = gr + 8 < band.rows;
-      const unsigned short* qa = q + (static_cast<long long>(band.row0 + gr) * hq + h) * D;
-      const unsigned short* qb = q + (static_cast<long long>(band.row0 + gr + 8) * hq + h) * D;
-      for (int t = 0; t < wp::kChunk / wp::kTile; ++t) {
-        __syncthreads();  // the previous tile (or PV's V tile) is read by all
-        stage(k_cache, t);
-        __syncthreads();
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const unsigned short* kr = kv_s + (8 * warp + gr) * R;
-#pragma unroll 2
-        for (int p = 0; p < D / 32; ++p) {
-          const uint4 a = row_a ? __ldg(reinterpret_cast<const uint4*>(qa + 32 * p + 8 * c4)) : make_uint4(0, 0, 0, 0);
-          const uint4 b = row_b ? __ldg(reinterpret_cast<const uint4*>(qb + 32 * p + 8 * c4)) : make_uint4(0, 0, 0, 0);
-          const uint4 kk = *reinterpret_cast<const uint4*>(kr + 32 * p + 8 * c4);
-          wp::mma_bf16(acc, a.x, b.x, a.y, b.y, kk.x, kk.y);  // rounding: tensor-core k-step (dims +0..3)
-          wp::mma_bf16(acc, a.z, b.z, a.w, b.w, kk.z, kk.w);  // rounding: tensor-core k-step (dims +4..7)
+      __syncwarp();  // the previous head's ldmatrix reads of this warp's ring are done
+#pragma unroll
+      for (int st = 0; st < kRing - 1; ++st) stage_v(st);  // V loads overlap the scores and the softmax
+
+      // Scores: 4 n-tiles per warp, k-steps over D in the decode kernel's order (lane c4 holds dims
+      // 32 p + 8 c4 + 0..3 in step 2 p and + 4..7 in step 2 p + 1).
+      const unsigned short* qa = q + (static_cast<long long>(band.row0 + gr) * hq + h) * D + 8 * c4;
+      const unsigned short* qb = q + (static_cast<long long>(band.row0 + gr + 8) * hq + h) * D + 8 * c4;
+      float acc[4][4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+#pragma unroll 1
+      for (int p = 0; p < D / 32; ++p) {
+        const uint4 a = row_a ? __ldg(reinterpret_cast<const uint4*>(qa + 32 * p)) : make_uint4(0, 0, 0, 0);
+        const uint4 b = row_b ? __ldg(reinterpret_cast<const uint4*>(qb + 32 * p)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const uint4 kk = k_row[t] >= 0 ? __ldg(reinterpret_cast<const uint4*>(
+                                                 k_base + static_cast<long long>(k_row[t]) * row_elems + 32 * p))
+                                           : make_uint4(0, 0, 0, 0);
+          tc::mma_bf16(acc[t], a.x, b.x, a.y, b.y, kk.x, kk.y);  // rounding: tensor-core k-step (dims +0..3)
+          tc::mma_bf16(acc[t], a.z, b.z, a.w, b.w, kk.z, kk.w);  // rounding: tensor-core k-step (dims +4..7)
         }
-        const int col = t * wp::kTile + 8 * warp + 2 * c4;
-        s_s[gr * wp::kSStride + col] = __fmul_rn(acc[0], scale);  // rounding: s = RN(dot * scale)
-        s_s[gr * wp::kSStride + col + 1] = __fmul_rn(acc[1], scale);
-        s_s[(gr + 8) * wp::kSStride + col] = __fmul_rn(acc[2], scale);
-        s_s[(gr + 8) * wp::kSStride + col + 1] = __fmul_rn(acc[3], scale);
       }
-      __syncthreads();  // every score of the chunk is written
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int col = wp::kTile * t + 8 * warp + 2 * c4;
+        s_s[gr * wp::kSStride + col] = __fmul_rn(acc[t][0], scale);  // rounding: s = RN(dot * scale)
+        s_s[gr * wp::kSStride + col + 1] = __fmul_rn(acc[t][1], scale);
+        s_s[(gr + 8) * wp::kSStride + col] = __fmul_rn(acc[t][2], scale);
+        s_s[(gr + 8) * wp::kSStride + col + 1] = __fmul_rn(acc[t][3], scale);
+      }
+      __syncthreads();  // every score of the chunk is written; the previous head's p is read by all
 
       // Chunk maximum, probabilities and l: warp w takes rows 2w and 2w + 1; lane L owns keys L, L + 32, ...
       for (int rr = 0; rr < 2; ++rr) {
         const int r = 2 * warp + rr;
-        if (r >= band.rows) continue;  // warp-uniform
+        const float* srow = s_s + r * wp::kSStride;
+        if (r >= band.rows) {  // warp-uniform: a short band's missing rows get p = 0
+#pragma unroll
+          for (int i = 0; i < wp::kChunk / 32; ++i)
+#pragma unroll
+            for (int part = 0; part < kParts; ++part) p_s[(part * wp::kBand + r) * wp::kPStride + lane + 32 * i] = 0;
+          continue;
+        }
         const int pos = band.pos0 + band.row0 + r - band.seq_row0;
         const int first = wp::first_key(pos, win), last = WP_LAST_KEY(pos, row_last[band.row0 + r]);
-        float* srow = s_s + r * wp::kSStride;
         float sv[wp::kChunk / 32];
-        float m = wp::neg_inf();
+        float m = tc::neg_inf();
 #pragma unroll
         for (int i = 0; i < wp::kChunk / 32; ++i) {
           const int p = key0 + lane + 32 * i;
-          sv[i] = (p >= first && p <= last) ? srow[lane + 32 * i] : wp::neg_inf();  // masked keys score -inf
+          sv[i] = (p >= first && p <= last) ? srow[lane + 32 * i] : tc::neg_inf();  // masked keys score -inf
           m = fmaxf(m, sv[i]);  // exact
         }
 #pragma unroll
@@ -203,60 +241,51 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
         float l = 0.0f;
 #pragma unroll
         for (int i = 0; i < wp::kChunk / 32; ++i) {
-          float p = sv[i] == wp::neg_inf() ? 0.0f : expf(__fsub_rn(sv[i], m));  // rounding: RN(s - m), expf
+          float p = sv[i] == tc::neg_inf() ? 0.0f : expf(__fsub_rn(sv[i], m));  // rounding: RN(s - m), expf
           p = WP_P_ROUND(p, PB);                                                // rounding: bf16 P rounds p
-          srow[lane + 32 * i] = p;
           l = __fadd_rn(l, p);  // rounding: lane sum in increasing key order
+          float rest = p;       // p as bf16 parts hi, mid, lo: each split is exact, and so is the last part
+#pragma unroll
+          for (int part = 0; part < kParts; ++part) {
+            const unsigned short h16 = __bfloat16_as_ushort(__float2bfloat16_rn(rest));
+            rest = __fsub_rn(rest, __bfloat162float(__ushort_as_bfloat16(h16)));
+            p_s[(part * wp::kBand + r) * wp::kPStride + lane + 32 * i] = h16;
+          }
         }
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, off));  // butterfly
         const int j = c - (first - origin) / wp::kChunk;  // the row's partial slot of this chunk
-        if (lane == 0 && m != wp::neg_inf() && j >= 0 && j < n_part) {
+        if (lane == 0 && m != tc::neg_inf() && j >= 0 && j < n_part) {
           const size_t idx = (static_cast<size_t>(band.row0 + r) * hq + h) * n_part + j;
           part_m[idx] = m;
           part_l[idx] = l;
         }
       }
+      __syncthreads();  // p is written; every score is read
 
       // PV on tensor cores: warp w takes dims w D / 8 .. (w + 1) D / 8 of the band's rows (NT n-tiles of 8), one
-      // k-step per 16 keys in key order; fp32 p (PB = 0) goes in as three bf16 parts hi, mid, lo, which hold it
-      // exactly, one k-step each in that order; bf16 p (PB = 1) in one.
-      float acc[NT][4];
+      // k-step per 16 keys in key order, and per k-step the parts of p in order hi, mid, lo.
+      float o[NT][4];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
-      const int wd0 = warp * (D / 8);  // this warp's first dim
-      for (int t = 0; t < wp::kChunk / wp::kTile; ++t) {
-        __syncthreads();  // p is written; the previous V tile is read by all
-        stage(v_cache, t);
-        __syncthreads();
+      for (int nt = 0; nt < NT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+      for (int st = 0; st < kSteps; ++st) {
+        tc::cp_async_wait<kRing - 2>();  // this lane's copies of stage st have landed
+        __syncwarp();                    // and every lane's
+        stage_v(st + kRing - 1);         // into the slot stage st - 1 used
+        unsigned a[kParts][4];
 #pragma unroll
-        for (int ks = 0; ks < wp::kTile / 16; ++ks) {
-          const int k0 = t * wp::kTile + 16 * ks;  // the k-step's first key in the chunk
-          const float* pa = s_s + gr * wp::kSStride + k0 + 2 * c4;        // row g: keys 2c, 2c + 1, then + 8
-          const float* pb = s_s + (gr + 8) * wp::kSStride + k0 + 2 * c4;  // row g + 8
-          const float pv[8] = {pa[0], pa[1], pb[0], pb[1], pa[8], pa[9], pb[8], pb[9]};
-          unsigned b[NT][2];  // V[keys 2c, 2c + 1 | 2c + 8, 2c + 9][dim wd0 + 8 nt + g]
+        for (int part = 0; part < kParts; ++part) {
+          tc::ldmatrix_x4<false>(a[part], p_s + (part * wp::kBand + lane % 16) * wp::kPStride + 16 * st + 8 * (lane / 16));
+        }
+        const unsigned short* vst = v_s + (st % kRing) * 16 * VS;
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const unsigned short* vc = kv_s + (16 * ks + 2 * c4) * R + wd0 + 8 * nt + gr;
-            b[nt][0] = static_cast<unsigned>(vc[0]) | (static_cast<unsigned>(vc[R]) << 16);
-            b[nt][1] = static_cast<unsigned>(vc[8 * R]) | (static_cast<unsigned>(vc[9 * R]) << 16);
-          }
-          float rest[8];
+        for (int np = 0; np < NT / 2; ++np) {  // n-tiles 2 np and 2 np + 1
+          unsigned b[4];  // b0, b1 of n-tile 2 np, then of 2 np + 1
+          tc::ldmatrix_x4<true>(b, vst + (lane % 8 + 8 * ((lane / 8) % 2)) * VS + 16 * np + 8 * (lane / 16));
 #pragma unroll
-          for (int i = 0; i < 8; ++i) rest[i] = pv[i];
-#pragma unroll
-          for (int part = 0; part < (PB ? 1 : 3); ++part) {
-            unsigned short h[8];
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-              h[i] = __bfloat16_as_ushort(__float2bfloat16_rn(rest[i]));  // exact for bf16 p and the last part
-              rest[i] = __fsub_rn(rest[i], __bfloat162float(__ushort_as_bfloat16(h[i])));  // exact: a split
-            }
-            const unsigned a0 = h[0] | (static_cast<unsigned>(h[1]) << 16), a1 = h[2] | (static_cast<unsigned>(h[3]) << 16);
-            const unsigned a2 = h[4] | (static_cast<unsigned>(h[5]) << 16), a3 = h[6] | (static_cast<unsigned>(h[7]) << 16);
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) wp::mma_bf16(acc[nt], a0, a1, a2, a3, b[nt][0], b[nt][1]);  // k-step
+          for (int part = 0; part < kParts; ++part) {
+            tc::mma_bf16(o[2 * np], a[part][0], a[part][1], a[part][2], a[part][3], b[0], b[1]);      // k-step
+            tc::mma_bf16(o[2 * np + 1], a[part][0], a[part][1], a[part][2], a[part][3], b[2], b[3]);  // k-step
           }
         }
       }
@@ -270,12 +299,13 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
           float* dst = part_o + ((static_cast<size_t>(band.row0 + r) * hq + h) * n_part + j) * D + wd0 + 2 * c4;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            *reinterpret_cast<float2*>(dst + 8 * nt) = make_float2(acc[nt][2 * half], acc[nt][2 * half + 1]);
+            *reinterpret_cast<float2*>(dst + 8 * nt) = make_float2(o[nt][2 * half], o[nt][2 * half + 1]);
           }
         }
       }
     }
   }
+  tc::cp_async_wait<0>();  // no copy is in flight when the block ends
 }
 
 template <int D, int G>
@@ -293,7 +323,7 @@ window_prompt_merge(const float* __restrict__ part_m, const float* __restrict__ 
   const int origin = WP_CHUNK_ORIGIN(seq_pos0[s]);
   const int n = min(n_part, (last - origin) / wp::kChunk - (first - origin) / wp::kChunk + 1);
   const size_t base = (static_cast<size_t>(b) * hq + h) * n_part;
-  float big_m = wp::neg_inf();
+  float big_m = tc::neg_inf();
   for (int c = 0; c < n; ++c) big_m = fmaxf(big_m, part_m[base + c]);  // exact
   for (int d = threadIdx.x; d < D; d += wp::kThreads) {
     float big_l = 0.0f, big_o = 0.0f;

@@ -38,7 +38,7 @@ if has warm; then  # again, inputs and references from the cache
 fi
 [ -n "${probe:-}" ] && wait "$probe"
 if has undeclared; then  # gate 1 again with the declared orders taken out: the decided fractions they buy
-  sed -E 's/score_order: replay/score_order: any/; s/sum_order: window_decode/sum_order: any/' contract.yaml \
+  sed -E 's/score_order: replay/score_order: any/; s/sum_order: window_[a-z_]+/sum_order: any/' contract.yaml \
     > contract-undeclared.yaml
   timeout "${RUN_LIMIT:-330}" python3 -m kcontract run --contract contract-undeclared.yaml --gate 1 --no-controls \
     --jobs "${JOBS:-auto}" --json "$OUT/undeclared.json" > "$OUT/undeclared.log" 2>&1

@@ -109,6 +109,7 @@ def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str, cases
     cuda = entry.kernel.cuda.model_dump(mode="json", exclude_none=True, exclude={"instances"})
     source = resolve_source(Path(loaded.path).resolve().parent, cuda["source"]).resolve()
     cuda["source"] = os.path.relpath(source, here)
+    cuda["options"] = [*cuda.get("options", []), f"-I{os.path.relpath(source.parent, here)}"]  # its local headers
     spec = entry.family.spec.model_dump(mode="json", exclude_none=True)
     if cases:
         spec["cases"] = [c for c in spec["cases"] if c["name"] in cases]

@@ -41,7 +41,12 @@ def _lenient(contract: Path, shown: str) -> tuple[list[str], list[KernelUse]]:
     uses: list[KernelUse] = []
     for kind, owner in (("entries", "entry"), ("controls", "control")):
         for i, item in enumerate(data.get(kind) or []):
-            cuda = ((item or {}).get("kernel") or {}).get("cuda") if isinstance(item, dict) else None
+            ref = item.get("kernel") if isinstance(item, dict) else None
+            if isinstance(ref, str):  # a named kernel: its symbols need the entry's family to fill them
+                raise ContractError(shown, None, f"{kind}[{i}].kernel",
+                                    f"a contract the current schema reads (kernel {ref!r} is named, and "
+                                    "this revision's contract does not load); compare revisions whose contracts load")
+            cuda = ref.get("cuda") if isinstance(ref, dict) else None
             if not isinstance(cuda, dict):
                 continue
             try:

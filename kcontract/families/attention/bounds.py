@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kcontract.families.attention import mma_sums
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.tensorcore import replay_scores
 from kcontract.families.attention.weights import (
@@ -168,15 +169,20 @@ def _numerator_rounding(lin: dict, ch: dict, arith: Arithmetic, max_chunk: int, 
 
     Every rounding's error is at most u times the value it rounds: a product a_j v_j (sum P), an
     in-chunk partial sum or rescale (at most B_c = (P_c + |N_c|) / 2, the larger of the chunk's positive
-    and negative parts), a merge product (|N_c|) or a merge partial sum (at most (sum_c |N_c| + |N|) / 2).
+    and negative parts), a merge product (|N_c|) or a merge partial sum (at most (sum_c |N_c| + |N|) / 2);
+    a chunk summed on tensor cores errs by at most mma_sums.relative_error times P_c instead.
     """
     xp = array_module(lin["numer"])
     drift = lin["dev_abs"] + ch["chunk_dev_abs"]  # >= sum_j |a_j - w_j| |v_j|
     p = lin["hi_abs"]
     s_n = ch["chunk_abs"] + drift  # >= sum_c |N_c| with the kernel's weights
     abs_n = xp.abs(lin["numer"]) + drift
-    in_chunk = max_chunk - 1 + arith.rescales_per_key
-    phi = p + in_chunk * 0.5 * (p + s_n) + s_n + (n_chunks - 1) * 0.5 * (s_n + abs_n)
+    if arith.pv == "mma_bf16":  # exact products, k-step cuts and truncations (mma_sums)
+        chunk_sums = mma_sums.relative_error(max_chunk, arith.chunk, arith.prob_round) / U32 * p
+    else:
+        in_chunk = max_chunk - 1 + arith.rescales_per_key
+        chunk_sums = p + in_chunk * 0.5 * (p + s_n)
+    phi = chunk_sums + s_n + (n_chunks - 1) * 0.5 * (s_n + abs_n)
     return U32 * phi / (1 - (k_o + 1) * U32) ** 2
 
 

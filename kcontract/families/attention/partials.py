@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kcontract.families.attention import mma_sums
 from kcontract.families.attention.bounds import as_float64, check_row, head_scores
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.weights import ARG_U, F64, FTZ, chunk_frames, exp_log_error, score_error
@@ -121,7 +122,7 @@ def _l_range(p_lo, p_hi, p_ref, starts, sizes, arith: Arithmetic):
 
 
 def _o_range(p_lo, p_hi, p_ref, vg, starts, sizes, arith: Arithmetic):
-    """[G, nch, D] lo, hi, center of o_c = fp32 sum of p v over the chunk, any order."""
+    """[G, nch, D] lo, hi, center of o_c = sum of p v over the chunk in fp32 or tensor-core k-steps, any order."""
     xp = array_module(p_lo)
     mid, rad = 0.5 * (p_lo + p_hi), 0.5 * (p_hi - p_lo)
     sums = {name: [] for name in ("mid", "rad", "abs", "ref")}
@@ -139,7 +140,11 @@ def _o_range(p_lo, p_hi, p_ref, vg, starts, sizes, arith: Arithmetic):
             vv = xp.abs(vpad) if name in ("rad", "abs") else vpad
             sums[name].append(xp.einsum("gcj,cjd->gcd", wpad, vv))
     mid_s, rad_s, abs_s, ref_s = (xp.concatenate(sums[n], axis=1) for n in ("mid", "rad", "abs", "ref"))
-    g = xp.asarray(_sum_roundings(sizes, arith, 1))[None, :, None]
+    if arith.pv == "mma_bf16":
+        rel = [mma_sums.relative_error(int(n), arith.chunk, arith.prob_round) for n in sizes]
+    else:
+        rel = _sum_roundings(sizes, arith, 1)
+    g = xp.asarray(rel)[None, :, None]
     flush = xp.asarray(sizes * FTZ * 2.0 * (1 + vmax))[None, :, None]
     radius = (rad_s + g * abs_s) * (1 + SLACK) + SLACK * xp.abs(mid_s) + flush
     return [mid_s - radius, mid_s + radius, ref_s]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kcontract.families.attention import mma_sums
 from kcontract.families.attention.bounds import as_float64
 from kcontract.families.attention.tensorcore import replay_scores
 from kcontract.numerics import round_to
@@ -87,9 +88,6 @@ ORDERS = {  # declared sum order -> (o's key groups, the merge's runs) for (D, G
     "window_prompt": lambda d, g: (1, 1),  # kernels/window_prompt.cu: one chain per chunk, one merge chain
     "window_prompt_mma": lambda d, g: (0, 1),  # p times V in tensor-core k-steps of 16 keys (0: no fma chains)
 }
-MMA_KEYS = 16  # keys per tensor-core k-step of p times V
-CUT = 2.0**-25  # a k-step cuts each term to a multiple of 2^(E - 25): at most this times the largest term
-RZ = 2.0**-23  # its fp32 truncation: less than this times the result
 
 
 def chunk_grid(first: int, pos: int, chunk: int) -> np.ndarray:
@@ -147,7 +145,7 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
         if kg_n:
             o_lo, o_hi = _group_chains(p_lo, p_hi, vg, kg_n)
         else:
-            o_lo, o_hi = _mma_steps(p_lo, p_hi, vg, parts=1 if p_round == "bf16" else 3)
+            o_lo, o_hi = _mma_steps(p_lo, p_hi, vg, parts=mma_sums.parts(p_round))
         y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, runs)
         for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi)):
             lo, hi = to_host(lo), to_host(hi)
@@ -192,25 +190,29 @@ def _mma_steps(p_lo, p_hi, vg, parts: int):
     1 for bf16 p, 3 for fp32 p as exact bf16 hi + mid + lo), bounded by intervals; (lower, upper).
 
     The k-step is not monotone in a term (a term crossing a power of two coarsens the others' cut), so it is not
-    replayed at interval ends: each step's exact sum over the products' extremes is widened by 17 cuts of the
-    largest term and one fp32 truncation of the largest result, per k-step, and the ends are then pulled in to
-    fp32 values (the kernel's accumulator is one). A split part exceeds p by at most 2^-8 relative.
+    replayed at interval ends: each step's exact sum over the products' extremes is widened by 17 cuts of its
+    largest term (for the mid and lo parts that is the accumulator, at most the running absolute sum) and one
+    fp32 truncation per part (mma_sums), and the ends are then pulled in to fp32 values (the kernel's
+    accumulator is one). A k-step whose 16 products are all zero leaves the accumulator exact.
     """
     xp = array_module(p_lo)
-    grow = 1.0 if parts == 1 else 1.0 + 2.0**-8
+    grow = 1.0 if parts == 1 else 1.0 + 2.0**-8  # the hi part exceeds p by at most 2^-9 relative
     lo = xp.zeros(p_lo.shape[:-1] + (vg.shape[-1],))  # [R, G, nch, D]
     hi = xp.zeros_like(lo)
-    for s0 in range(0, p_lo.shape[-1], MMA_KEYS):
-        keys = slice(s0, s0 + MMA_KEYS)
+    for s0 in range(0, p_lo.shape[-1], mma_sums.KEYS):
+        keys = slice(s0, s0 + mma_sums.KEYS)
         v = vg[:, None, :, keys, :]  # [R, 1, nch, 16, D]
         a, b = p_lo[..., keys, None] * v, p_hi[..., keys, None] * v  # exact products
         t_lo, t_hi = xp.minimum(a, b), xp.maximum(a, b)
         mag = xp.maximum(xp.abs(t_lo), xp.abs(t_hi)) * grow
         acc = xp.maximum(xp.abs(lo), xp.abs(hi))
+        step = mag.sum(axis=-2)
         largest = xp.maximum(mag.max(axis=-2), acc)
-        total = acc + mag.sum(axis=-2)
+        total = (acc + step * (1 + 2.0**-7)) * (1 + 2.0**-20)  # at least |c| and |result| after every part
         tiny = 2.0**-130 * xp.abs(v).max(axis=-2)  # subnormal p: a coarser cut, a last part below bf16's range
-        err = parts * ((MMA_KEYS + 1) * (CUT * largest + tiny) + RZ * total * (1 + 2.0**-20)) + 2.0**-50 * total
+        err = ((mma_sums.KEYS + 1) * (mma_sums.CUT * (largest + (parts - 1) * total) + parts * tiny)
+               + parts * mma_sums.RZ * total + 2.0**-50 * total)
+        err = xp.where(step > 0, err, 0.0)
         lo = _fp32_at_least(lo + t_lo.sum(axis=-2) - err)
         hi = _fp32_at_most(hi + t_hi.sum(axis=-2) + err)
     return lo, hi

@@ -37,6 +37,7 @@ class Arithmetic(Strict):
     score: Literal["fp32", "mma_bf16"] = "fp32"  # IEEE fp32 dot products, or tensor-core bf16 k-steps of 16
     score_order: Literal["any", "replay"] = "any"  # replay: the decode kernel's k-step order, replayed bit for bit
     sum_order: Literal["any", "window_decode", "window_prompt", "window_prompt_mma"] = "any"  # replayed orders
+    pv: Literal["fp32", "mma_bf16"] | None = None  # p times V: IEEE fp32 sums or tensor-core k-steps of 16 keys
     exp: Literal["expf", "exp2f", "ex2.approx", "__expf"] = "expf"
     prob_round: Literal["none", "bf16", "bf16_numerator"] = "none"  # where p is rounded to bf16
     div: Literal["ieee", "rcp_rn", "rcp_approx", "div_full", "fdividef"] = "ieee"
@@ -52,6 +53,15 @@ class Arithmetic(Strict):
         rounds = ("none", "bf16") if self.sum_order.startswith("window_prompt") else ("none",)
         plain = (self.score_order == "replay" and self.exp == "expf" and self.prob_round in rounds and
                  self.div == "ieee" and self.out == "bf16" and self.chunk == 256 and self.rescales_per_key == 0)
+        need = "mma_bf16" if self.sum_order == "window_prompt_mma" else "fp32"
+        if self.pv is None:  # unsaid: what the declared order sums with, else fp32
+            self.pv = need
+        if self.sum_order != "any" and self.pv != need:
+            where = "on tensor cores" if need == "mma_bf16" else "in fp32"
+            raise ValueError(f"sum_order: {self.sum_order} sums p times V {where}: it needs pv: {need}")
+        if self.pv == "mma_bf16" and (self.rescales_per_key or self.chunk % 16):
+            raise ValueError("pv: mma_bf16 sums a chunk in k-steps of 16 keys: it needs a chunk that is a multiple "
+                             "of 16 and no online rescale inside the chunk (rescales_per_key: 0)")
         if self.sum_order != "any" and not plain:
             raise ValueError(f"sum_order: {self.sum_order} replays a kernel's own order: it needs score_order: replay, "
                              f"exp: expf, prob_round: {' or '.join(rounds)}, div: ieee, out: bf16, chunk: 256, "
