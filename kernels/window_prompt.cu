@@ -4,9 +4,10 @@
 // D = head dim (128, 256, 512), G = query heads per key head (1..16), PB = 1 rounds p to bf16 before both sums
 // (bf16 P), 0 keeps it in fp32 (P32). bf16 travels as uint16_t bit patterns.
 //
-// Launch geometry: partials<D, G, PB> grid (n_part, kv_heads, bands) of 256 threads, bands = sum over sequences of
-// ceil(rows / 16), with wp::kSmemBytes<D, PB> = 16640 + (3 - 2 PB) 8448 + (4 - D / 512) (32 D + 2048) bytes of
-// dynamic shared memory (the kernel traps on less); merge<D, G> grid (kv_heads * G, rows) of 256 threads.
+// Launch geometry: partials<D, G, PB> grid (bands, kv_heads, n_part) of 256 threads, bands = sum over sequences of
+// ceil(rows / 16), bands fastest (the blocks that read one chunk's K and V run together and find it in L2), with
+// wp::kSmemBytes<D, PB> = 16640 + (3 - 2 PB) 8448 + (4 - D / 512) (32 D + 2048) bytes of dynamic shared memory
+// (the kernel traps on less); merge<D, G> grid (kv_heads * G, rows) of 256 threads.
 //
 // Partials' shared memory, in bytes:
 //   [0, 16640)                  fp32 s_s[16][260]               one head's scores of the chunk
@@ -132,7 +133,7 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   const int gr = lane / 4, c4 = lane % 4;
   const int kh = blockIdx.y;
   const int hq = kv_heads * G;
-  const wp::Band band = wp::find_band(seq_row0, seq_pos0, n_seq, blockIdx.z);
+  const wp::Band band = wp::find_band(seq_row0, seq_pos0, n_seq, blockIdx.x);
   if (band.rows == 0) return;  // block-uniform: a grid wider than the call's bands
   const int origin = WP_CHUNK_ORIGIN(band.pos0);
   unsigned short* v_s = v_all + warp * kRing * 16 * VS;  // this warp's V ring
@@ -151,7 +152,7 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   const int row_elems = kv_heads * D;  // one cache row of every key head
   const bool row_a = gr < band.rows, row_b = gr + 8 < band.rows;
 
-  for (int c = c_lo + blockIdx.x; c <= c_hi; c += gridDim.x) {
+  for (int c = c_lo + blockIdx.z; c <= c_hi; c += gridDim.z) {
     const int key0 = origin + c * wp::kChunk;  // absolute position of the chunk's first key
 
     // Stage st of this warp's V: keys key0 + 16 st .. + 15, its D / 8 dims; keys off the band's are zero.
