@@ -95,14 +95,18 @@ def kernel(q, k, v, first, pos, scale, group, rng, kg=None, runs=8, p_bf16=False
     return np.stack(outs)
 
 
+def bf16_row(rng, heads: int, n: int, d: int, k_rms: float):
+    """Random bf16 q [heads, D], k and v [n, 1, D] (k scaled by k_rms) and the fp32 scale 1 / sqrt(D)."""
+    q = round_to(rng.standard_normal((heads, d)), "bf16")
+    k = round_to(rng.standard_normal((n, 1, d)) * k_rms, "bf16")
+    v = round_to(rng.standard_normal((n, 1, d)), "bf16")
+    return q, k, v, float(np.float32(1 / np.sqrt(d)))
+
+
 @pytest.mark.parametrize("d, group, n, first", [(128, 2, 400, 100), (128, 5, 300, 0)])
 def test_the_replayed_range_holds_the_kernel_and_decides_nearly_all(d, group, n, first):
     rng = np.random.default_rng(d + n)
-    hq = group
-    q = round_to(rng.standard_normal((hq, d)), "bf16")
-    k = round_to(rng.standard_normal((n, 1, d)) * 0.1, "bf16")
-    v = round_to(rng.standard_normal((n, 1, d)), "bf16")
-    scale = float(np.float32(1 / np.sqrt(d)))
+    q, k, v, scale = bf16_row(rng, group, n, d, k_rms=0.1)
     pos = first + n - 1
     got = kernel(q, k, v, first, pos, scale, group, rng)
     found = replay_row(q, k, v, first, pos, scale, 256, group)
@@ -115,10 +119,7 @@ def test_the_replayed_range_holds_the_kernel_and_decides_nearly_all(d, group, n,
 def test_the_prompt_order_replayed_holds_the_prompt_kernel(p_bf16):
     d, group, n, first = 128, 3, 600, 200
     rng = np.random.default_rng(7 + p_bf16)
-    q = round_to(rng.standard_normal((group, d)), "bf16")
-    k = round_to(rng.standard_normal((n, 1, d)) * 0.1, "bf16")
-    v = round_to(rng.standard_normal((n, 1, d)), "bf16")
-    scale = float(np.float32(1 / np.sqrt(d)))
+    q, k, v, scale = bf16_row(rng, group, n, d, k_rms=0.1)
     pos = first + n - 1
     got = kernel(q, k, v, first, pos, scale, group, rng, kg=1, runs=1, p_bf16=p_bf16)
     lo, hi = replay_row(q, k, v, first, pos, scale, 256, group, order="window_prompt",
@@ -238,10 +239,7 @@ def prompt_mma_kernel(q, k, v, first, pos, scale, rng, p_bf16):
 def test_p_times_v_on_tensor_cores_stays_inside_its_interval_bound(p_bf16):
     d, group, n, first = 64, 2, 700, 150
     rng = np.random.default_rng(21 + p_bf16)
-    q = round_to(rng.standard_normal((group, d)), "bf16")
-    k = round_to(rng.standard_normal((n, 1, d)) * 0.2, "bf16")
-    v = round_to(rng.standard_normal((n, 1, d)), "bf16")
-    scale = float(np.float32(1 / np.sqrt(d)))
+    q, k, v, scale = bf16_row(rng, group, n, d, k_rms=0.2)
     pos = first + n - 1
     got, o = prompt_mma_kernel(q, k, v, first, pos, scale, rng, p_bf16)
     found = replay_row(q, k, v, first, pos, scale, 256, group, order="window_prompt_mma",

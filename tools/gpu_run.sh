@@ -5,6 +5,8 @@
 #   export KCONTRACT_CACHE=$PWD/.cubins/cache; kcontract check; kcontract check --contract tests/contracts/gpu_faults.yaml
 #   python3 -c "from tests.test_records import warm; warm('.cubins/cache', 'sm_90')"
 # and carry .whl (pydantic and its wheels) and .cubins; pass KCONTRACT_GIT_COMMIT and KCONTRACT_GIT_DIRTY.
+# Mutation campaigns (each compiles nothing here: prepare them there with `kcontract mutate E --prepare-only`) run
+# each entry's controls and then compute-sanitizer on survivors: give one 200 s or more, and a call few of them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
@@ -74,7 +76,7 @@ if has ncu; then  # hardware counters of one prompt partials launch (clocks left
     > "$OUT/ncu.log" 2>&1
 fi
 if has tests; then
-  timeout "${TESTS_LIMIT:-200}" python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
+  timeout "${TESTS_LIMIT:-400}" python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
 fi
 echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/mma.log" ] && grep -E "MATCH|FINAL|LAYOUT" "$OUT/mma.log" | tail -4
