@@ -10,7 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
-STEPS=${STEPS:-probe,run,warm,undeclared,sanitize,mutate,bench,ncu,tests}
+STEPS=${STEPS:-probe,run,warm,undeclared,sanitize,mutate,bench,variant,ncu,tests}
 MUTATE_OUT=${MUTATE_OUT:-$OUT}  # per-entry campaign JSONs (the receipt has the scores)
 mkdir -p "$OUT" "$MUTATE_OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -68,6 +68,12 @@ if has bench; then
   timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench ${BENCH_ARGS:-} "${receipt[@]}" --json "$OUT/bench.json" \
     > "$OUT/bench.log" 2>&1
 fi
+if has variant; then  # the bench again for a kernel variant (its cubins prepared there: see tools/variant_contract.py)
+  python3 tools/variant_contract.py "${VARIANT_KERNEL:-window_prompt}" --define "${VARIANT_DEFINE:-WP_MAX_PASS=1}" \
+    --only "${VARIANT_ONLY:-prompt_*}" --out contract-variant.yaml > "$OUT/variant.log" 2>&1
+  timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench --contract contract-variant.yaml ${BENCH_ARGS:-} \
+    --json "$OUT/bench-variant.json" >> "$OUT/variant.log" 2>&1
+fi
 if has ncu; then  # hardware counters of one prompt partials launch (clocks left alone, METHOD.md)
   timeout "${NCU_LIMIT:-90}" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-window_prompt_partials}" \
     --launch-skip 1 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
@@ -88,5 +94,6 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/sanitize.log" ] && grep -vE ": clean, " "$OUT/sanitize.log" | cut -c1-300 | tail -30
 [ -f "$OUT/mutate.log" ] && grep -E "^(MUTATE|survived|mutate)" "$OUT/mutate.log" | cut -c1-300
 [ -f "$OUT/bench.log" ] && tail -60 "$OUT/bench.log" | cut -c1-200
+[ -f "$OUT/variant.log" ] && grep -E "^prompt|contract-variant" "$OUT/variant.log" | cut -c1-200
 [ -f "$OUT/ncu.log" ] && grep -E "Throughput|Pipe|Registers|Achieved Occupancy|Duration|Warp Cycles|Stall" "$OUT/ncu.log" | head -24
 [ -f "$OUT/gpu-tests.log" ] && tail -6 "$OUT/gpu-tests.log"
