@@ -82,7 +82,7 @@ if has ncu; then  # hardware counters of one prompt partials launch (clocks left
     > "$OUT/ncu.log" 2>&1
 fi
 if has tests; then
-  timeout "${TESTS_LIMIT:-400}" python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
+  timeout "${TESTS_LIMIT:-400}" python3 -m pytest -v --durations=10 -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
 fi
 echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/mma.log" ] && grep -E "MATCH|FINAL|LAYOUT" "$OUT/mma.log" | tail -4
@@ -96,4 +96,4 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/bench.log" ] && tail -60 "$OUT/bench.log" | cut -c1-200
 [ -f "$OUT/variant.log" ] && grep -E "^prompt|contract-variant" "$OUT/variant.log" | cut -c1-200
 [ -f "$OUT/ncu.log" ] && grep -E "Throughput|Pipe|Registers|Achieved Occupancy|Duration|Warp Cycles|Stall" "$OUT/ncu.log" | head -24
-[ -f "$OUT/gpu-tests.log" ] && tail -6 "$OUT/gpu-tests.log"
+[ -f "$OUT/gpu-tests.log" ] && tail -16 "$OUT/gpu-tests.log"
