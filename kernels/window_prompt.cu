@@ -6,9 +6,9 @@
 //
 // Launch geometry: partials<D, G, PB> grid (bands, kv_heads, n_part) of 256 threads, bands = sum over sequences of
 // ceil(rows / 16), bands fastest (the blocks that read one chunk's K and V run together and find it in L2), with
-// wp::kSmemBytes<D, G, PB> = HP (25344 - 8704 PB) + (4 - D / 512) (32 D + 2048) bytes of dynamic shared memory,
-// HP = 2 heads per pass where D <= 256 and G is even, else 1 (the kernel traps on less); merge<D, G> grid
-// (kv_heads * G, rows) of 256 threads.
+// wp::kSmemBytes<D, G, PB> = HP (25344 - 8704 PB) + ring (32 D + 2048) bytes of dynamic shared memory (the kernel
+// traps on less), HP = 2 heads per pass where G is even, else 1, ring = 4 V stages below head dim 512, there 3, or
+// 2 with two P32 heads; merge<D, G> grid (kv_heads * G, rows) of 256 threads.
 //
 // Partials' shared memory, in bytes, for a pass over HP query heads:
 //   [0, HP (25344 - 8704 PB))   fp32 s_s[HP][16][260]           the pass's scores of the chunk, then over them
@@ -62,21 +62,23 @@ constexpr int kPStride = 264;   // bf16 per p row (256 keys and 16 bytes of padd
 template <int PB>
 constexpr int kParts = PB ? 1 : 3;  // bf16 parts of p: fp32 p is exactly hi + mid + lo
 
-template <int D>
-constexpr int kRing = D >= 512 ? 3 : 4;  // V stages of 16 keys in flight per warp
 
 template <int D>
 constexpr int kVStride = D / 8 + 8;  // bf16 per V stage row (a warp's D / 8 dims and 16 bytes of padding)
 
 template <int D, int G>
-constexpr int kPass = D <= 256 && G % 2 == 0 && WP_MAX_PASS >= 2 ? 2 : 1;  // query heads per pass over K and V
+constexpr int kPass = G % 2 == 0 && WP_MAX_PASS >= 2 ? 2 : 1;  // query heads per pass over the chunk's K and V
+
+// V stages of 16 keys in flight per warp: fewer at head dim 512 (two P32 heads' parts take the room).
+template <int D, int G, int PB>
+constexpr int kRing = D < 512 ? 4 : (kPass<D, G> == 2 && !PB ? 2 : 3);
 
 // The scores of a pass, then (over them, once read) its p as bf16 parts: whichever is larger.
 template <int D, int G, int PB>
 constexpr int kFrontBytes = kPass<D, G> * (PB ? kBand * kSStride * 4 : kParts<PB> * kBand * kPStride * 2);
 
 template <int D, int G, int PB>
-constexpr int kSmemBytes = kFrontBytes<D, G, PB> + kWarps * kRing<D> * 16 * kVStride<D> * 2;
+constexpr int kSmemBytes = kFrontBytes<D, G, PB> + kWarps * kRing<D, G, PB> * 16 * kVStride<D> * 2;
 
 constexpr int kSmemLimit = 99 * 1024;  // the opt-in maximum of sm_86, 89, 120 and 121
 
@@ -130,7 +132,7 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   constexpr int HP = wp::kPass<D, G>;          // heads per pass
   constexpr int NT = D / 64;                   // PV n-tiles of 8 dims per warp
   constexpr int kParts = wp::kParts<PB>;
-  constexpr int kRing = wp::kRing<D>;
+  constexpr int kRing = wp::kRing<D, G, PB>;
   constexpr int VS = wp::kVStride<D>;
   constexpr int kPieces = D / 64;              // 16-byte pieces of a warp's dims in one V row
   constexpr int kSteps = wp::kChunk / 16;      // PV k-steps per chunk
