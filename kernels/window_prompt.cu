@@ -62,7 +62,6 @@ constexpr int kPStride = 264;   // bf16 per p row (256 keys and 16 bytes of padd
 template <int PB>
 constexpr int kParts = PB ? 1 : 3;  // bf16 parts of p: fp32 p is exactly hi + mid + lo
 
-
 template <int D>
 constexpr int kVStride = D / 8 + 8;  // bf16 per V stage row (a warp's D / 8 dims and 16 bytes of padding)
 
