@@ -115,7 +115,9 @@ def test_the_sanitizer_finds_the_missing_barrier_and_nothing_in_its_entry(tmp_pa
     assert "planted and missed: 0" in proc.stdout and "decode_missing_syncthreads" in proc.stdout
 
 
-def test_the_declared_order_replays_alike_on_cupy_and_numpy():
+@pytest.mark.parametrize("order, p_round", [("window_decode", "none"), ("window_prompt_mma", "none"),
+                                            ("window_prompt_mma", "bf16")])
+def test_the_declared_order_replays_alike_on_cupy_and_numpy(order, p_round):
     import cupy
 
     from kcontract.families.attention.replay import replay_row
@@ -125,8 +127,8 @@ def test_the_declared_order_replays_alike_on_cupy_and_numpy():
     q = round_to(rng.standard_normal((8, 256)), "bf16")
     k = round_to(rng.standard_normal((3000, 1, 256)) * 0.1, "bf16")
     v = round_to(rng.standard_normal((3000, 1, 256)), "bf16")
-    cpu = replay_row(q, k, v, 40, 3039, 0.0625, 256, 8, xp=np)
-    gpu = replay_row(q, k, v, 40, 3039, 0.0625, 256, 8, xp=cupy)
+    cpu = replay_row(q, k, v, 40, 3039, 0.0625, 256, 8, xp=np, order=order, p_round=p_round)
+    gpu = replay_row(q, k, v, 40, 3039, 0.0625, 256, 8, xp=cupy, order=order, p_round=p_round)
     for name in ("m", "l", "o", "out"):
         assert np.all(cpu[name][0] <= gpu[name][1]) and np.all(gpu[name][0] <= cpu[name][1]), name
     assert np.array_equal(cpu["m"][0], gpu["m"][0])  # the replayed scores are the same bits
