@@ -115,26 +115,3 @@ def test_pv_declarations_that_contradict_are_refused(fields, words):
     with pytest.raises(ValueError, match=words):
         Arithmetic(score="mma_bf16", score_order="replay", **fields)
 
-
-def test_a_contract_contradicting_its_pv_is_refused_with_its_line(tmp_path):
-    from click.testing import CliRunner
-
-    from kcontract.cli import cli
-
-    path = tmp_path / "contract.yaml"
-    path.write_text("""\
-version: 1
-seed: 7
-entries:
-  - name: p
-    family: attention.prompt
-    kernel: {python: "tests.doubles.prompt:window_prompt"}
-    shape: {head_dim: 128, q_heads: 4, kv_heads: 2}
-    arithmetic: {score: mma_bf16, score_order: replay, sum_order: window_prompt_mma, pv: fp32}
-    cases:
-      - {name: c, cache: {kind: linear, length: 1000}, sequences: [{start: 900, rows: 50}]}
-""")
-    done = CliRunner().invoke(cli, ["check", "--contract", str(path)])
-    assert done.exit_code == 2, done.output
-    assert "contract.yaml:8" in done.output and "it needs pv: mma_bf16" in done.output
-    assert "Traceback" not in done.output

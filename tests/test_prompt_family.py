@@ -22,7 +22,7 @@ entries:
     family: attention.prompt
     kernel: {python: "tests.doubles.prompt:window_prompt"}
     shape: {head_dim: 128, q_heads: 4, kv_heads: 2}
-    cases:
+ARITHMETIC    cases:
       - name: c
         cache: CACHE
         sequences:
@@ -30,10 +30,19 @@ entries:
 """
 
 
-def run_check(tmp_path, cache: str, sequence: str):
+def run_check(tmp_path, cache: str, sequence: str, arithmetic: str = ""):
     path = tmp_path / "contract.yaml"
-    path.write_text(CONTRACT.replace("CACHE", cache).replace("SEQUENCE", sequence))
+    line = f"    arithmetic: {arithmetic}\n" if arithmetic else ""
+    path.write_text(CONTRACT.replace("CACHE", cache).replace("SEQUENCE", sequence).replace("ARITHMETIC", line))
     return CliRunner().invoke(cli, ["check", "--contract", str(path)])
+
+
+def test_a_contract_contradicting_its_pv_is_refused_with_its_line(tmp_path):
+    done = run_check(tmp_path, "{kind: linear, length: 1000}", "{start: 900, rows: 50}",
+                     "{score: mma_bf16, score_order: replay, sum_order: window_prompt_mma, pv: fp32}")
+    assert done.exit_code == 2, done.output
+    assert "contract.yaml:8" in done.output and "it needs pv: mma_bf16" in done.output
+    assert "Traceback" not in done.output
 
 
 @pytest.mark.parametrize("cache, sequence, words", [

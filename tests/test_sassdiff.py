@@ -177,3 +177,14 @@ def test_base_without_a_contract_makes_every_kernel_new(repo):
     (repo / "contract.yaml").write_text(CONTRACT)
     result, found = verdicts(repo, base="HEAD")
     assert set(found.values()) == {"new"}
+
+
+def test_an_old_contract_with_named_kernels_that_no_longer_loads_is_named(tmp_path):
+    from kcontract.errors import ContractError
+    from kcontract.sassdiff.kernels import contract_kernels
+
+    path = tmp_path / "contract.yaml"
+    path.write_text("version: 1\nseed: 1\nentries:\n  - {name: e, family: attention.decode, kernel: window_old,"
+                    " shape: {head_dim: 99}}\n")
+    with pytest.raises(ContractError, match="kernel 'window_old' is named"):
+        contract_kernels(path, "HEAD~3:contract.yaml")
