@@ -136,6 +136,12 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   constexpr int kPieces = D / 64;              // 16-byte pieces of a warp's dims in one V row
   constexpr int kSteps = wp::kChunk / 16;      // PV k-steps per chunk
   constexpr int kPairs = 2 * HP;               // (head, row) pairs per warp in the softmax
+  constexpr int kQSteps = D / 32;              // score steps of 32 dims (two k-steps each)
+  constexpr int kAhead = D == 128 ? 3 : 1;     // score steps whose fragments load ahead (kAhead + 1 | kQSteps)
+  static_assert(kQSteps % (kAhead + 1) == 0, "score steps come in groups of kAhead + 1");
+  struct ScoreFrag {
+    uint4 a[HP], b[HP], k[4];  // Q rows gr and gr + 8 of each head, K of the warp's 4 n-tiles
+  };
   extern __shared__ __align__(16) unsigned char wp_smem[];
   float* s_s = reinterpret_cast<float*>(wp_smem);                    // [HP][16][kSStride] scores
   unsigned short* p_s = reinterpret_cast<unsigned short*>(wp_smem);  // [HP][parts][16][kPStride] p, over them
@@ -169,6 +175,7 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
 
   for (int c = c_lo + blockIdx.z; c <= c_hi; c += gridDim.z) {
     const int key0 = origin + c * wp::kChunk;  // absolute position of the chunk's first key
+    const int ring0 = key0 % ring;              // its cache row
 
     // Stage st of this warp's V: keys key0 + 16 st .. + 15, its D / 8 dims; keys off the band's are zero.
     auto stage_v = [&](int st) {
@@ -178,7 +185,9 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
           const int i = e / kPieces, piece = e % kPieces;
           const int p = key0 + 16 * st + i;
           const bool on = p >= lo_key && p <= hi_key;
-          const unsigned short* src = v_cache + head_base + static_cast<long long>(on ? p % ring : 0) * row_elems +
+          int row = ring0 + 16 * st + i;  // p's cache row
+          if (row >= ring) row %= ring;
+          const unsigned short* src = v_cache + head_base + static_cast<long long>(on ? row : 0) * row_elems +
                                       wd0 + 8 * piece;
           tc::cp_async16(dst + i * VS + 8 * piece, src, on ? 16u : 0u);
         }
@@ -187,47 +196,61 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
     };
 
     // This warp's keys for scores: 8 w + 64 t + gr, t = 0..3 (zero fragments off the band's keys).
-    int k_row[4];  // the key's cache row, or -1 off the band's keys
+    const uint4* k_ptr[4];  // the key's K row at this lane's dims, or null off the band's keys
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       const int p = key0 + wp::kTile * t + 8 * warp + gr;
-      k_row[t] = p >= lo_key && p <= hi_key ? p % ring : -1;
+      const long long at = head_base + static_cast<long long>(p % ring) * row_elems + 8 * c4;
+      k_ptr[t] = p >= lo_key && p <= hi_key ? reinterpret_cast<const uint4*>(k_cache + at) : nullptr;
     }
-    const unsigned short* k_base = k_cache + head_base + 8 * c4;
 
     for (int g = 0; g < G; g += HP) {
       const int h0 = kh * G + g;  // the pass's first query head
+      const uint4* q_row[HP];     // row gr of each head at this lane's dims (row gr + 8 is hq * D uint4 further)
+#pragma unroll
+      for (int hh = 0; hh < HP; ++hh) {
+        q_row[hh] = reinterpret_cast<const uint4*>(q + (static_cast<long long>(band.row0 + gr) * hq + h0 + hh) * D +
+                                                   8 * c4);
+      }
       __syncwarp();  // the previous pass's ldmatrix reads of this warp's ring are done
 #pragma unroll
       for (int st = 0; st < kRing - 1; ++st) stage_v(st);  // V loads overlap the scores and the softmax
 
       // Scores: 4 n-tiles per warp and head, k-steps over D in the decode kernel's order (lane c4 holds dims
-      // 32 p + 8 c4 + 0..3 in step 2 p and + 4..7 in step 2 p + 1); one K fragment serves the pass's heads.
+      // 32 p + 8 c4 + 0..3 in step 2 p and + 4..7 in step 2 p + 1); one K fragment serves the pass's heads, and
+      // the Q and K fragments of the next kAhead steps are in flight while a step's mma run.
       float acc[HP][4][4];
 #pragma unroll
       for (int hh = 0; hh < HP; ++hh)
 #pragma unroll
         for (int t = 0; t < 4; ++t) acc[hh][t][0] = acc[hh][t][1] = acc[hh][t][2] = acc[hh][t][3] = 0.0f;
-#pragma unroll 1
-      for (int p = 0; p < D / 32; ++p) {
-        uint4 a[HP], b[HP];
+      ScoreFrag frag[kAhead + 1];
+      auto load_frag = [&](ScoreFrag& f, int p) {
 #pragma unroll
         for (int hh = 0; hh < HP; ++hh) {
-          const long long qa = (static_cast<long long>(band.row0 + gr) * hq + h0 + hh) * D + 8 * c4 + 32 * p;
-          const long long qb = qa + 8ll * hq * D;  // row gr + 8
-          a[hh] = row_a ? __ldg(reinterpret_cast<const uint4*>(q + qa)) : make_uint4(0, 0, 0, 0);
-          b[hh] = row_b ? __ldg(reinterpret_cast<const uint4*>(q + qb)) : make_uint4(0, 0, 0, 0);
+          f.a[hh] = row_a ? __ldg(q_row[hh] + 4 * p) : make_uint4(0, 0, 0, 0);
+          f.b[hh] = row_b ? __ldg(q_row[hh] + hq * D + 4 * p) : make_uint4(0, 0, 0, 0);  // row gr + 8
         }
 #pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const uint4 kk = k_row[t] >= 0 ? __ldg(reinterpret_cast<const uint4*>(
-                                                 k_base + static_cast<long long>(k_row[t]) * row_elems + 32 * p))
-                                           : make_uint4(0, 0, 0, 0);
+        for (int t = 0; t < 4; ++t) f.k[t] = k_ptr[t] ? __ldg(k_ptr[t] + 4 * p) : make_uint4(0, 0, 0, 0);
+      };
 #pragma unroll
-          for (int hh = 0; hh < HP; ++hh) {
-            tc::mma_bf16(acc[hh][t], a[hh].x, b[hh].x, a[hh].y, b[hh].y, kk.x, kk.y);  // rounding: k-step (+0..3)
-            tc::mma_bf16(acc[hh][t], a[hh].z, b[hh].z, a[hh].w, b[hh].w, kk.z, kk.w);  // rounding: k-step (+4..7)
-          }
+      for (int i = 0; i < kAhead; ++i) load_frag(frag[i], i);
+#pragma unroll 1
+      for (int p0 = 0; p0 < kQSteps; p0 += kAhead + 1) {  // slot i of frag holds step p0 + i
+#pragma unroll
+        for (int i = 0; i <= kAhead; ++i) {
+          const int p = p0 + i;
+          if (p + kAhead < kQSteps) load_frag(frag[(i + kAhead) % (kAhead + 1)], p + kAhead);
+          const ScoreFrag& f = frag[i];
+#pragma unroll
+          for (int t = 0; t < 4; ++t)
+#pragma unroll
+            for (int hh = 0; hh < HP; ++hh) {
+              // rounding: one k-step each (dims + 0..3, then + 4..7)
+              tc::mma_bf16(acc[hh][t], f.a[hh].x, f.b[hh].x, f.a[hh].y, f.b[hh].y, f.k[t].x, f.k[t].y);
+              tc::mma_bf16(acc[hh][t], f.a[hh].z, f.b[hh].z, f.a[hh].w, f.b[hh].w, f.k[t].z, f.k[t].w);
+            }
         }
       }
       __syncthreads();  // the previous pass's p, which the scores overwrite, is read by all
@@ -312,6 +335,11 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
         __syncwarp();                    // and every lane's
         stage_v(st + kRing - 1);         // into the slot stage st - 1 used
         const unsigned short* vst = v_s + (st % kRing) * 16 * VS;
+        unsigned b[NT / 2][4];  // V: b0, b1 of n-tile 2 np, then of 2 np + 1; one fragment serves the pass's heads
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          tc::ldmatrix_x4<true>(b[np], vst + (lane % 8 + 8 * ((lane / 8) % 2)) * VS + 16 * np + 8 * (lane / 16));
+        }
 #pragma unroll
         for (int hh = 0; hh < HP; ++hh) {
           unsigned a[kParts][4];
@@ -322,12 +350,11 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
           }
 #pragma unroll
           for (int np = 0; np < NT / 2; ++np) {  // n-tiles 2 np and 2 np + 1
-            unsigned b[4];  // b0, b1 of n-tile 2 np, then of 2 np + 1
-            tc::ldmatrix_x4<true>(b, vst + (lane % 8 + 8 * ((lane / 8) % 2)) * VS + 16 * np + 8 * (lane / 16));
 #pragma unroll
             for (int part = 0; part < kParts; ++part) {
-              tc::mma_bf16(o[hh][2 * np], a[part][0], a[part][1], a[part][2], a[part][3], b[0], b[1]);      // k-step
-              tc::mma_bf16(o[hh][2 * np + 1], a[part][0], a[part][1], a[part][2], a[part][3], b[2], b[3]);  // k-step
+              const unsigned* pa = a[part];  // rounding: one k-step each
+              tc::mma_bf16(o[hh][2 * np], pa[0], pa[1], pa[2], pa[3], b[np][0], b[np][1]);
+              tc::mma_bf16(o[hh][2 * np + 1], pa[0], pa[1], pa[2], pa[3], b[np][2], b[np][3]);
             }
           }
         }

@@ -75,11 +75,16 @@ if has variant; then  # the bench again for a kernel variant (its cubins prepare
     --json "$OUT/bench-variant.json" >> "$OUT/variant.log" 2>&1
 fi
 if has ncu; then  # hardware counters of one prompt partials launch (clocks left alone, METHOD.md)
-  timeout "${NCU_LIMIT:-90}" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-window_prompt_partials}" \
-    --launch-skip 1 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
-    python3 -m kcontract bench --only "${NCU_ONLY:-prompt_d512_g16_p32}" --keys "${NCU_KEYS:-32768}" --repeat 3 \
-    > "$OUT/ncu.log" 2>&1
+  ncu_one() {
+    timeout "${NCU_LIMIT:-90}" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-window_prompt_partials}" \
+      --launch-skip 1 --launch-count 1 "$@" \
+      python3 -m kcontract bench --only "${NCU_ONLY:-prompt_d512_g16_p32}" --keys "${NCU_KEYS:-32768}" --repeat 3
+  }
+  ncu_one --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats > "$OUT/ncu.log" 2>&1
+  stalls="regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$"  # what the warps wait on, per issue
+  ncu_one --metrics "$stalls,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum" \
+    >> "$OUT/ncu.log" 2>&1
 fi
 if has tests; then
   timeout "${TESTS_LIMIT:-400}" python3 -m pytest -v --durations=10 -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
@@ -95,5 +100,6 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/mutate.log" ] && grep -E "^(MUTATE|survived|mutate)" "$OUT/mutate.log" | cut -c1-300
 [ -f "$OUT/bench.log" ] && tail -60 "$OUT/bench.log" | cut -c1-200
 [ -f "$OUT/variant.log" ] && grep -E "^prompt|contract-variant" "$OUT/variant.log" | cut -c1-200
-[ -f "$OUT/ncu.log" ] && grep -E "Throughput|Pipe|Registers|Achieved Occupancy|Duration|Warp Cycles|Stall" "$OUT/ncu.log" | head -24
+[ -f "$OUT/ncu.log" ] && grep -E "Throughput|Pipe|Registers|Achieved Occupancy|Duration|Warp Cycles|hmma|inst_executed" "$OUT/ncu.log" | head -24
+[ -f "$OUT/ncu.log" ] && grep -E "issue_stalled" "$OUT/ncu.log" | sort -k3 -g -r | head -8
 [ -f "$OUT/gpu-tests.log" ] && tail -16 "$OUT/gpu-tests.log"
