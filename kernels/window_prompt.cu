@@ -7,8 +7,8 @@
 // Launch geometry: partials<D, G, PB> grid (bands, kv_heads, n_part) of 256 threads, bands = sum over sequences of
 // ceil(rows / 16), bands fastest (the blocks that read one chunk's K and V run together and find it in L2), with
 // wp::kSmemBytes<D, G, PB> = HP (25344 - 8704 PB) + ring (32 D + 2048) bytes of dynamic shared memory (the kernel
-// traps on less), HP = 2 heads per pass where G is even, else 1, ring = 4 V stages below head dim 512, there 3, or
-// 2 with two P32 heads; merge<D, G> grid (kv_heads * G, rows) of 256 threads.
+// traps on less), HP = 2 heads per pass where G is even, else 1, ring = min(8, (101376 - HP (25344 - 8704 PB)) /
+// (32 D + 2048)) V stages (what 99 KB holds); merge<D, G> grid (kv_heads * G, rows) of 256 threads.
 //
 // Partials' shared memory, in bytes, for a pass over HP query heads:
 //   [0, HP (25344 - 8704 PB))   fp32 s_s[HP][16][260]           the pass's scores of the chunk, then over them
@@ -68,18 +68,23 @@ constexpr int kVStride = D / 8 + 8;  // bf16 per V stage row (a warp's D / 8 dim
 template <int D, int G>
 constexpr int kPass = G % 2 == 0 && WP_MAX_PASS >= 2 ? 2 : 1;  // query heads per pass over the chunk's K and V
 
-// V stages of 16 keys in flight per warp: fewer at head dim 512 (two P32 heads' parts take the room).
-template <int D, int G, int PB>
-constexpr int kRing = D < 512 ? 4 : (kPass<D, G> == 2 && !PB ? 2 : 3);
+constexpr int kSmemLimit = 99 * 1024;  // the opt-in maximum of sm_86, 89, 120 and 121
 
 // The scores of a pass, then (over them, once read) its p as bf16 parts: whichever is larger.
 template <int D, int G, int PB>
 constexpr int kFrontBytes = kPass<D, G> * (PB ? kBand * kSStride * 4 : kParts<PB> * kBand * kPStride * 2);
 
-template <int D, int G, int PB>
-constexpr int kSmemBytes = kFrontBytes<D, G, PB> + kWarps * kRing<D, G, PB> * 16 * kVStride<D> * 2;
+template <int D>
+constexpr int kStageBytes = kWarps * 16 * kVStride<D> * 2;  // one V stage of every warp
 
-constexpr int kSmemLimit = 99 * 1024;  // the opt-in maximum of sm_86, 89, 120 and 121
+// V stages of 16 keys in flight per warp: as many as the rest of the limit holds, at most 8.
+template <int D, int G, int PB>
+constexpr int kRing = (kSmemLimit - kFrontBytes<D, G, PB>) / kStageBytes<D> < 8
+                          ? (kSmemLimit - kFrontBytes<D, G, PB>) / kStageBytes<D>
+                          : 8;
+
+template <int D, int G, int PB>
+constexpr int kSmemBytes = kFrontBytes<D, G, PB> + kRing<D, G, PB> * kStageBytes<D>;
 
 template <int D, int G, int PB>
 constexpr int kMinBlocks = (D == 512 && PB) || kPass<D, G> == 2 ? 1 : 2;  // two per SM where 128 registers do
@@ -243,14 +248,17 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
           const int p = p0 + i;
           if (p + kAhead < kQSteps) load_frag(frag[(i + kAhead) % (kAhead + 1)], p + kAhead);
           const ScoreFrag& f = frag[i];
+          // rounding: one k-step each, dims + 0..3 then + 4..7 per accumulator (the independent ones in between)
 #pragma unroll
           for (int t = 0; t < 4; ++t)
 #pragma unroll
-            for (int hh = 0; hh < HP; ++hh) {
-              // rounding: one k-step each (dims + 0..3, then + 4..7)
+            for (int hh = 0; hh < HP; ++hh)
               tc::mma_bf16(acc[hh][t], f.a[hh].x, f.b[hh].x, f.a[hh].y, f.b[hh].y, f.k[t].x, f.k[t].y);
+#pragma unroll
+          for (int t = 0; t < 4; ++t)
+#pragma unroll
+            for (int hh = 0; hh < HP; ++hh)
               tc::mma_bf16(acc[hh][t], f.a[hh].z, f.b[hh].z, f.a[hh].w, f.b[hh].w, f.k[t].z, f.k[t].w);
-            }
         }
       }
       __syncthreads();  // the previous pass's p, which the scores overwrite, is read by all
@@ -340,24 +348,25 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
         for (int np = 0; np < NT / 2; ++np) {
           tc::ldmatrix_x4<true>(b[np], vst + (lane % 8 + 8 * ((lane / 8) % 2)) * VS + 16 * np + 8 * (lane / 16));
         }
+        unsigned a[HP][kParts][4];  // p: each head's parts
 #pragma unroll
-        for (int hh = 0; hh < HP; ++hh) {
-          unsigned a[kParts][4];
+        for (int hh = 0; hh < HP; ++hh)
 #pragma unroll
           for (int part = 0; part < kParts; ++part) {
-            tc::ldmatrix_x4<false>(a[part], p_s + ((hh * kParts + part) * wp::kBand + lane % 16) * wp::kPStride +
-                                                16 * st + 8 * (lane / 16));
+            tc::ldmatrix_x4<false>(a[hh][part], p_s + ((hh * kParts + part) * wp::kBand + lane % 16) * wp::kPStride +
+                                                    16 * st + 8 * (lane / 16));
           }
+        // rounding: one k-step each, parts hi, mid, lo in turn per accumulator (the independent ones in between)
 #pragma unroll
-          for (int np = 0; np < NT / 2; ++np) {  // n-tiles 2 np and 2 np + 1
+        for (int part = 0; part < kParts; ++part)
 #pragma unroll
-            for (int part = 0; part < kParts; ++part) {
-              const unsigned* pa = a[part];  // rounding: one k-step each
+          for (int hh = 0; hh < HP; ++hh)
+#pragma unroll
+            for (int np = 0; np < NT / 2; ++np) {  // n-tiles 2 np and 2 np + 1
+              const unsigned* pa = a[hh][part];
               tc::mma_bf16(o[hh][2 * np], pa[0], pa[1], pa[2], pa[3], b[np][0], b[np][1]);
               tc::mma_bf16(o[hh][2 * np + 1], pa[0], pa[1], pa[2], pa[3], b[np][2], b[np][3]);
             }
-          }
-        }
       }
 #pragma unroll
       for (int hh = 0; hh < HP; ++hh)
