@@ -11,7 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
 STEPS=${STEPS:-probe,run,warm,undeclared,sanitize,mutate,bench,variant,ncu,tests}
-MUTATE_OUT=${MUTATE_OUT:-$OUT}  # per-entry campaign JSONs (the receipt has the scores)
+MUTATE_OUT=${MUTATE_OUT:-/tmp/kcontract-mutate}  # per-entry campaign JSONs, gathered into $OUT/mutate.json
 mkdir -p "$OUT" "$MUTATE_OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
@@ -61,6 +61,9 @@ if has mutate; then  # mutation scores into the receipt (mutants prepared here a
       --receipt "$OUT/receipt.json" --json "$MUTATE_OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
     echo "mutate $entry exit $?" >> "$OUT/mutate.log"
   done
+  # one file for every campaign so far (a call brings back few files): {entry: campaign}
+  python3 -c 'import json, pathlib, sys; print(json.dumps({p.stem[len("mutate-"):]: json.loads(p.read_text())
+    for p in sorted(pathlib.Path(sys.argv[1]).glob("mutate-*.json"))}, indent=1))' "$MUTATE_OUT" > "$OUT/mutate.json"
 fi
 if has bench; then
   receipt=()
