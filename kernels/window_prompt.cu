@@ -4,16 +4,18 @@
 // D = head dim (128, 256, 512), G = query heads per key head (1..16), PB = 1 rounds p to bf16 before both sums
 // (bf16 P), 0 keeps it in fp32 (P32). bf16 travels as uint16_t bit patterns.
 //
-// Launch geometry: partials<D, G, PB> grid (n_part, kv_heads, bands) of 256 threads, bands = sum over sequences of
-// ceil(rows / 16), with wp::kSmemBytes<D, PB> = 16640 + (3 - 2 PB) 8448 + (4 - D / 512) (32 D + 2048) bytes of
-// dynamic shared memory (the kernel traps on less); merge<D, G> grid (kv_heads * G, rows) of 256 threads.
+// Launch geometry: partials<D, G, PB> grid (bands, kv_heads, n_part) of 256 threads, bands = sum over sequences of
+// ceil(rows / 16), bands fastest (the blocks that read one chunk's K and V run together and find it in L2), with
+// wp::kSmemBytes<D, G, PB> = HP (25344 - 8704 PB) + ring (32 D + 2048) bytes of dynamic shared memory (the kernel
+// traps on less), HP = 2 heads per pass where G is even, else 1, ring = min(8, (101376 - HP (25344 - 8704 PB)) /
+// (32 D + 2048)) V stages (what 99 KB holds); merge<D, G> grid (kv_heads * G, rows) of 256 threads.
 //
-// Partials' shared memory, in bytes:
-//   [0, 16640)                  fp32 s_s[16][260]               one head's scores of the chunk
-//   [.., + (3 - 2 PB) 8448)     bf16 p_s[parts][16][264]        its p as bf16 parts (P32: hi, mid, lo; bf16 P: p)
+// Partials' shared memory, in bytes, for a pass over HP query heads:
+//   [0, HP (25344 - 8704 PB))   fp32 s_s[HP][16][260]           the pass's scores of the chunk, then over them
+//                               bf16 p_s[HP][parts][16][264]    its p as bf16 parts (P32: hi, mid, lo; bf16 P: p)
 //   [.., + ring (32 D + 2048))  bf16 v_s[8][ring][16][D/8 + 8]  each warp's V stages in flight (cp.async)
 // Each warp reads the K rows of its own keys and the V columns of its own dims, so neither is shared: K goes
-// straight to registers, V through the warp's own ring (ldmatrix.trans); two barriers per head.
+// straight to registers, V through the warp's own ring (ldmatrix.trans); both serve the pass's HP heads.
 
 #include <cuda_bf16.h>
 #include "tensor_core.cuh"
@@ -37,6 +39,11 @@
 #define WP_P_ROUND(p, pb) ((pb) ? __bfloat162float(__float2bfloat16_rn(p)) : (p))
 #endif
 
+// Query heads per pass over a chunk's K and V at most (a bench variant may set 1: one head per pass).
+#ifndef WP_MAX_PASS
+#define WP_MAX_PASS 2
+#endif
+
 // Merge weight of a chunk with maximum m_c under the row's maximum M.
 #ifndef WP_MERGE_FACTOR
 #define WP_MERGE_FACTOR(m_c, M) expf(__fsub_rn((m_c), (M)))
@@ -56,19 +63,31 @@ template <int PB>
 constexpr int kParts = PB ? 1 : 3;  // bf16 parts of p: fp32 p is exactly hi + mid + lo
 
 template <int D>
-constexpr int kRing = D >= 512 ? 3 : 4;  // V stages of 16 keys in flight per warp
-
-template <int D>
 constexpr int kVStride = D / 8 + 8;  // bf16 per V stage row (a warp's D / 8 dims and 16 bytes of padding)
 
-template <int D, int PB>
-constexpr int kSmemBytes = kBand * kSStride * 4 + kParts<PB> * kBand * kPStride * 2 +
-                           kWarps * kRing<D> * 16 * kVStride<D> * 2;
+template <int D, int G>
+constexpr int kPass = G % 2 == 0 && WP_MAX_PASS >= 2 ? 2 : 1;  // query heads per pass over the chunk's K and V
 
 constexpr int kSmemLimit = 99 * 1024;  // the opt-in maximum of sm_86, 89, 120 and 121
 
-template <int D, int PB>
-constexpr int kMinBlocks = D == 512 && PB ? 1 : 2;  // two blocks per SM where 128 registers hold the kernel
+// The scores of a pass, then (over them, once read) its p as bf16 parts: whichever is larger.
+template <int D, int G, int PB>
+constexpr int kFrontBytes = kPass<D, G> * (PB ? kBand * kSStride * 4 : kParts<PB> * kBand * kPStride * 2);
+
+template <int D>
+constexpr int kStageBytes = kWarps * 16 * kVStride<D> * 2;  // one V stage of every warp
+
+// V stages of 16 keys in flight per warp: as many as the rest of the limit holds, at most 8.
+template <int D, int G, int PB>
+constexpr int kRing = (kSmemLimit - kFrontBytes<D, G, PB>) / kStageBytes<D> < 8
+                          ? (kSmemLimit - kFrontBytes<D, G, PB>) / kStageBytes<D>
+                          : 8;
+
+template <int D, int G, int PB>
+constexpr int kSmemBytes = kFrontBytes<D, G, PB> + kRing<D, G, PB> * kStageBytes<D>;
+
+template <int D, int G, int PB>
+constexpr int kMinBlocks = (D == 512 && PB) || kPass<D, G> == 2 ? 1 : 2;  // two per SM where 128 registers do
 
 using tc::neg_inf;
 
@@ -104,7 +123,7 @@ __device__ __forceinline__ int first_key(int pos, int win) { return win > 0 ? ma
 }  // namespace wp
 
 template <int D, int G, int PB>
-__global__ void __launch_bounds__(wp::kThreads, wp::kMinBlocks<D, PB>)
+__global__ void __launch_bounds__(wp::kThreads, wp::kMinBlocks<D, G, PB>)
 window_prompt_partials(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k_cache,
                        const unsigned short* __restrict__ v_cache, const int* __restrict__ seq_row0,
                        const int* __restrict__ seq_pos0, const int* __restrict__ seq_slot,
@@ -113,26 +132,34 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
                        int n_seq) {
   static_assert(D == 128 || D == 256 || D == 512, "head dim 128, 256 or 512");
   static_assert(G >= 1 && G <= 16, "1 to 16 query heads per key head");
-  static_assert(wp::kSmemBytes<D, PB> <= wp::kSmemLimit, "partials shared memory exceeds what sm_86, 89, 120 give");
+  static_assert(wp::kSmemBytes<D, G, PB> <= wp::kSmemLimit, "partials shared memory exceeds what sm_86, 89, 120 give");
+  constexpr int HP = wp::kPass<D, G>;          // heads per pass
   constexpr int NT = D / 64;                   // PV n-tiles of 8 dims per warp
   constexpr int kParts = wp::kParts<PB>;
-  constexpr int kRing = wp::kRing<D>;
+  constexpr int kRing = wp::kRing<D, G, PB>;
   constexpr int VS = wp::kVStride<D>;
   constexpr int kPieces = D / 64;              // 16-byte pieces of a warp's dims in one V row
   constexpr int kSteps = wp::kChunk / 16;      // PV k-steps per chunk
+  constexpr int kPairs = 2 * HP;               // (head, row) pairs per warp in the softmax
+  constexpr int kQSteps = D / 32;              // score steps of 32 dims (two k-steps each)
+  constexpr int kAhead = D == 128 ? 3 : 1;     // score steps whose fragments load ahead (kAhead + 1 | kQSteps)
+  static_assert(kQSteps % (kAhead + 1) == 0, "score steps come in groups of kAhead + 1");
+  struct ScoreFrag {
+    uint4 a[HP], b[HP], k[4];  // Q rows gr and gr + 8 of each head, K of the warp's 4 n-tiles
+  };
   extern __shared__ __align__(16) unsigned char wp_smem[];
-  float* s_s = reinterpret_cast<float*>(wp_smem);
-  unsigned short* p_s = reinterpret_cast<unsigned short*>(wp_smem + wp::kBand * wp::kSStride * 4);
-  unsigned short* v_all = p_s + kParts * wp::kBand * wp::kPStride;
+  float* s_s = reinterpret_cast<float*>(wp_smem);                    // [HP][16][kSStride] scores
+  unsigned short* p_s = reinterpret_cast<unsigned short*>(wp_smem);  // [HP][parts][16][kPStride] p, over them
+  unsigned short* v_all = reinterpret_cast<unsigned short*>(wp_smem + wp::kFrontBytes<D, G, PB>);
   unsigned dyn_bytes;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
-  if (dyn_bytes < static_cast<unsigned>(wp::kSmemBytes<D, PB>)) __trap();  // launched with less than the layout
+  if (dyn_bytes < static_cast<unsigned>(wp::kSmemBytes<D, G, PB>)) __trap();  // launched with less than the layout
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int gr = lane / 4, c4 = lane % 4;
   const int kh = blockIdx.y;
   const int hq = kv_heads * G;
-  const wp::Band band = wp::find_band(seq_row0, seq_pos0, n_seq, blockIdx.z);
+  const wp::Band band = wp::find_band(seq_row0, seq_pos0, n_seq, blockIdx.x);
   if (band.rows == 0) return;  // block-uniform: a grid wider than the call's bands
   const int origin = WP_CHUNK_ORIGIN(band.pos0);
   unsigned short* v_s = v_all + warp * kRing * 16 * VS;  // this warp's V ring
@@ -151,8 +178,9 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   const int row_elems = kv_heads * D;  // one cache row of every key head
   const bool row_a = gr < band.rows, row_b = gr + 8 < band.rows;
 
-  for (int c = c_lo + blockIdx.x; c <= c_hi; c += gridDim.x) {
+  for (int c = c_lo + blockIdx.z; c <= c_hi; c += gridDim.z) {
     const int key0 = origin + c * wp::kChunk;  // absolute position of the chunk's first key
+    const int ring0 = key0 % ring;              // its cache row
 
     // Stage st of this warp's V: keys key0 + 16 st .. + 15, its D / 8 dims; keys off the band's are zero.
     auto stage_v = [&](int st) {
@@ -162,7 +190,9 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
           const int i = e / kPieces, piece = e % kPieces;
           const int p = key0 + 16 * st + i;
           const bool on = p >= lo_key && p <= hi_key;
-          const unsigned short* src = v_cache + head_base + static_cast<long long>(on ? p % ring : 0) * row_elems +
+          int row = ring0 + 16 * st + i;  // p's cache row
+          if (row >= ring) row %= ring;
+          const unsigned short* src = v_cache + head_base + static_cast<long long>(on ? row : 0) * row_elems +
                                       wd0 + 8 * piece;
           tc::cp_async16(dst + i * VS + 8 * piece, src, on ? 16u : 0u);
         }
@@ -171,138 +201,189 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
     };
 
     // This warp's keys for scores: 8 w + 64 t + gr, t = 0..3 (zero fragments off the band's keys).
-    int k_row[4];  // the key's cache row, or -1 off the band's keys
+    const uint4* k_ptr[4];  // the key's K row at this lane's dims, or null off the band's keys
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       const int p = key0 + wp::kTile * t + 8 * warp + gr;
-      k_row[t] = p >= lo_key && p <= hi_key ? p % ring : -1;
+      const long long at = head_base + static_cast<long long>(p % ring) * row_elems + 8 * c4;
+      k_ptr[t] = p >= lo_key && p <= hi_key ? reinterpret_cast<const uint4*>(k_cache + at) : nullptr;
     }
-    const unsigned short* k_base = k_cache + head_base + 8 * c4;
 
-    for (int g = 0; g < G; ++g) {
-      const int h = kh * G + g;
-      __syncwarp();  // the previous head's ldmatrix reads of this warp's ring are done
+    for (int g = 0; g < G; g += HP) {
+      const int h0 = kh * G + g;  // the pass's first query head
+      const uint4* q_row[HP];     // row gr of each head at this lane's dims (row gr + 8 is hq * D uint4 further)
+#pragma unroll
+      for (int hh = 0; hh < HP; ++hh) {
+        q_row[hh] = reinterpret_cast<const uint4*>(q + (static_cast<long long>(band.row0 + gr) * hq + h0 + hh) * D +
+                                                   8 * c4);
+      }
+      __syncwarp();  // the previous pass's ldmatrix reads of this warp's ring are done
 #pragma unroll
       for (int st = 0; st < kRing - 1; ++st) stage_v(st);  // V loads overlap the scores and the softmax
 
-      // Scores: 4 n-tiles per warp, k-steps over D in the decode kernel's order (lane c4 holds dims
-      // 32 p + 8 c4 + 0..3 in step 2 p and + 4..7 in step 2 p + 1).
-      const unsigned short* qa = q + (static_cast<long long>(band.row0 + gr) * hq + h) * D + 8 * c4;
-      const unsigned short* qb = q + (static_cast<long long>(band.row0 + gr + 8) * hq + h) * D + 8 * c4;
-      float acc[4][4];
+      // Scores: 4 n-tiles per warp and head, k-steps over D in the decode kernel's order (lane c4 holds dims
+      // 32 p + 8 c4 + 0..3 in step 2 p and + 4..7 in step 2 p + 1); one K fragment serves the pass's heads, and
+      // the Q and K fragments of the next kAhead steps are in flight while a step's mma run.
+      float acc[HP][4][4];
 #pragma unroll
-      for (int t = 0; t < 4; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+      for (int hh = 0; hh < HP; ++hh)
+#pragma unroll
+        for (int t = 0; t < 4; ++t) acc[hh][t][0] = acc[hh][t][1] = acc[hh][t][2] = acc[hh][t][3] = 0.0f;
+      ScoreFrag frag[kAhead + 1];
+      auto load_frag = [&](ScoreFrag& f, int p) {
+#pragma unroll
+        for (int hh = 0; hh < HP; ++hh) {
+          f.a[hh] = row_a ? __ldg(q_row[hh] + 4 * p) : make_uint4(0, 0, 0, 0);
+          f.b[hh] = row_b ? __ldg(q_row[hh] + hq * D + 4 * p) : make_uint4(0, 0, 0, 0);  // row gr + 8
+        }
+#pragma unroll
+        for (int t = 0; t < 4; ++t) f.k[t] = k_ptr[t] ? __ldg(k_ptr[t] + 4 * p) : make_uint4(0, 0, 0, 0);
+      };
+#pragma unroll
+      for (int i = 0; i < kAhead; ++i) load_frag(frag[i], i);
 #pragma unroll 1
-      for (int p = 0; p < D / 32; ++p) {
-        const uint4 a = row_a ? __ldg(reinterpret_cast<const uint4*>(qa + 32 * p)) : make_uint4(0, 0, 0, 0);
-        const uint4 b = row_b ? __ldg(reinterpret_cast<const uint4*>(qb + 32 * p)) : make_uint4(0, 0, 0, 0);
+      for (int p0 = 0; p0 < kQSteps; p0 += kAhead + 1) {  // slot i of frag holds step p0 + i
+#pragma unroll
+        for (int i = 0; i <= kAhead; ++i) {
+          const int p = p0 + i;
+          if (p + kAhead < kQSteps) load_frag(frag[(i + kAhead) % (kAhead + 1)], p + kAhead);
+          const ScoreFrag& f = frag[i];
+          // rounding: one k-step each, dims + 0..3 then + 4..7 per accumulator (the independent ones in between)
+#pragma unroll
+          for (int t = 0; t < 4; ++t)
+#pragma unroll
+            for (int hh = 0; hh < HP; ++hh)
+              tc::mma_bf16(acc[hh][t], f.a[hh].x, f.b[hh].x, f.a[hh].y, f.b[hh].y, f.k[t].x, f.k[t].y);
+#pragma unroll
+          for (int t = 0; t < 4; ++t)
+#pragma unroll
+            for (int hh = 0; hh < HP; ++hh)
+              tc::mma_bf16(acc[hh][t], f.a[hh].z, f.b[hh].z, f.a[hh].w, f.b[hh].w, f.k[t].z, f.k[t].w);
+        }
+      }
+      __syncthreads();  // the previous pass's p, which the scores overwrite, is read by all
+#pragma unroll
+      for (int hh = 0; hh < HP; ++hh) {
+        float* srow = s_s + hh * wp::kBand * wp::kSStride;
 #pragma unroll
         for (int t = 0; t < 4; ++t) {
-          const uint4 kk = k_row[t] >= 0 ? __ldg(reinterpret_cast<const uint4*>(
-                                                 k_base + static_cast<long long>(k_row[t]) * row_elems + 32 * p))
-                                           : make_uint4(0, 0, 0, 0);
-          tc::mma_bf16(acc[t], a.x, b.x, a.y, b.y, kk.x, kk.y);  // rounding: tensor-core k-step (dims +0..3)
-          tc::mma_bf16(acc[t], a.z, b.z, a.w, b.w, kk.z, kk.w);  // rounding: tensor-core k-step (dims +4..7)
+          const int col = wp::kTile * t + 8 * warp + 2 * c4;
+          srow[gr * wp::kSStride + col] = __fmul_rn(acc[hh][t][0], scale);  // rounding: s = RN(dot * scale)
+          srow[gr * wp::kSStride + col + 1] = __fmul_rn(acc[hh][t][1], scale);
+          srow[(gr + 8) * wp::kSStride + col] = __fmul_rn(acc[hh][t][2], scale);
+          srow[(gr + 8) * wp::kSStride + col + 1] = __fmul_rn(acc[hh][t][3], scale);
         }
       }
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int col = wp::kTile * t + 8 * warp + 2 * c4;
-        s_s[gr * wp::kSStride + col] = __fmul_rn(acc[t][0], scale);  // rounding: s = RN(dot * scale)
-        s_s[gr * wp::kSStride + col + 1] = __fmul_rn(acc[t][1], scale);
-        s_s[(gr + 8) * wp::kSStride + col] = __fmul_rn(acc[t][2], scale);
-        s_s[(gr + 8) * wp::kSStride + col + 1] = __fmul_rn(acc[t][3], scale);
-      }
-      __syncthreads();  // every score of the chunk is written; the previous head's p is read by all
+      __syncthreads();  // every score of the pass is written
 
-      // Chunk maximum, probabilities and l: warp w takes rows 2w and 2w + 1; lane L owns keys L, L + 32, ...
-      for (int rr = 0; rr < 2; ++rr) {
-        const int r = 2 * warp + rr;
-        const float* srow = s_s + r * wp::kSStride;
-        if (r >= band.rows) {  // warp-uniform: a short band's missing rows get p = 0
+      // Chunk maximum, probabilities and l: warp w takes (head, row) pairs kPairs w ..; lane L owns keys L, L + 32.
+      float pv[kPairs][wp::kChunk / 32];
 #pragma unroll
-          for (int i = 0; i < wp::kChunk / 32; ++i)
+      for (int i = 0; i < kPairs; ++i) {
+        const int hh = (kPairs * warp + i) / wp::kBand, r = (kPairs * warp + i) % wp::kBand;
 #pragma unroll
-            for (int part = 0; part < kParts; ++part) p_s[(part * wp::kBand + r) * wp::kPStride + lane + 32 * i] = 0;
-          continue;
-        }
+        for (int j = 0; j < wp::kChunk / 32; ++j) pv[i][j] = 0.0f;
+        if (r >= band.rows) continue;  // warp-uniform: a short band's missing rows get p = 0
         const int pos = band.pos0 + band.row0 + r - band.seq_row0;
         const int first = wp::first_key(pos, win), last = WP_LAST_KEY(pos, row_last[band.row0 + r]);
-        float sv[wp::kChunk / 32];
+        const float* srow = s_s + (hh * wp::kBand + r) * wp::kSStride;
         float m = tc::neg_inf();
 #pragma unroll
-        for (int i = 0; i < wp::kChunk / 32; ++i) {
-          const int p = key0 + lane + 32 * i;
-          sv[i] = (p >= first && p <= last) ? srow[lane + 32 * i] : tc::neg_inf();  // masked keys score -inf
-          m = fmaxf(m, sv[i]);  // exact
+        for (int j = 0; j < wp::kChunk / 32; ++j) {
+          const int p = key0 + lane + 32 * j;
+          pv[i][j] = (p >= first && p <= last) ? srow[lane + 32 * j] : tc::neg_inf();  // masked keys score -inf
+          m = fmaxf(m, pv[i][j]);  // exact
         }
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));  // exact
         float l = 0.0f;
 #pragma unroll
-        for (int i = 0; i < wp::kChunk / 32; ++i) {
-          float p = sv[i] == tc::neg_inf() ? 0.0f : expf(__fsub_rn(sv[i], m));  // rounding: RN(s - m), expf
-          p = WP_P_ROUND(p, PB);                                                // rounding: bf16 P rounds p
+        for (int j = 0; j < wp::kChunk / 32; ++j) {
+          float p = pv[i][j] == tc::neg_inf() ? 0.0f : expf(__fsub_rn(pv[i][j], m));  // rounding: RN(s - m), expf
+          p = WP_P_ROUND(p, PB);                                                    // rounding: bf16 P rounds p
           l = __fadd_rn(l, p);  // rounding: lane sum in increasing key order
-          float rest = p;       // p as bf16 parts hi, mid, lo: each split is exact, and so is the last part
-#pragma unroll
-          for (int part = 0; part < kParts; ++part) {
-            const unsigned short h16 = __bfloat16_as_ushort(__float2bfloat16_rn(rest));
-            rest = __fsub_rn(rest, __bfloat162float(__ushort_as_bfloat16(h16)));
-            p_s[(part * wp::kBand + r) * wp::kPStride + lane + 32 * i] = h16;
-          }
+          pv[i][j] = p;
         }
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, off));  // butterfly
         const int j = c - (first - origin) / wp::kChunk;  // the row's partial slot of this chunk
         if (lane == 0 && m != tc::neg_inf() && j >= 0 && j < n_part) {
-          const size_t idx = (static_cast<size_t>(band.row0 + r) * hq + h) * n_part + j;
+          const size_t idx = (static_cast<size_t>(band.row0 + r) * hq + h0 + hh) * n_part + j;
           part_m[idx] = m;
           part_l[idx] = l;
         }
       }
-      __syncthreads();  // p is written; every score is read
+      __syncthreads();  // every score is read: p goes over them
+#pragma unroll
+      for (int i = 0; i < kPairs; ++i) {
+        const int hh = (kPairs * warp + i) / wp::kBand, r = (kPairs * warp + i) % wp::kBand;
+#pragma unroll
+        for (int j = 0; j < wp::kChunk / 32; ++j) {
+          float rest = pv[i][j];  // p as bf16 parts hi, mid, lo: each split is exact, and so is the last part
+#pragma unroll
+          for (int part = 0; part < kParts; ++part) {
+            const unsigned short h16 = __bfloat16_as_ushort(__float2bfloat16_rn(rest));
+            rest = __fsub_rn(rest, __bfloat162float(__ushort_as_bfloat16(h16)));
+            p_s[((hh * kParts + part) * wp::kBand + r) * wp::kPStride + lane + 32 * j] = h16;
+          }
+        }
+      }
+      __syncthreads();  // p is written
 
       // PV on tensor cores: warp w takes dims w D / 8 .. (w + 1) D / 8 of the band's rows (NT n-tiles of 8), one
-      // k-step per 16 keys in key order, and per k-step the parts of p in order hi, mid, lo.
-      float o[NT][4];
+      // k-step per 16 keys in key order, and per k-step the parts of p in order hi, mid, lo; one V stage serves
+      // the pass's heads.
+      float o[HP][NT][4];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+      for (int hh = 0; hh < HP; ++hh)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) o[hh][nt][0] = o[hh][nt][1] = o[hh][nt][2] = o[hh][nt][3] = 0.0f;
       for (int st = 0; st < kSteps; ++st) {
         tc::cp_async_wait<kRing - 2>();  // this lane's copies of stage st have landed
         __syncwarp();                    // and every lane's
         stage_v(st + kRing - 1);         // into the slot stage st - 1 used
-        unsigned a[kParts][4];
-#pragma unroll
-        for (int part = 0; part < kParts; ++part) {
-          tc::ldmatrix_x4<false>(a[part], p_s + (part * wp::kBand + lane % 16) * wp::kPStride + 16 * st + 8 * (lane / 16));
-        }
         const unsigned short* vst = v_s + (st % kRing) * 16 * VS;
+        unsigned b[NT / 2][4];  // V: b0, b1 of n-tile 2 np, then of 2 np + 1; one fragment serves the pass's heads
 #pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {  // n-tiles 2 np and 2 np + 1
-          unsigned b[4];  // b0, b1 of n-tile 2 np, then of 2 np + 1
-          tc::ldmatrix_x4<true>(b, vst + (lane % 8 + 8 * ((lane / 8) % 2)) * VS + 16 * np + 8 * (lane / 16));
+        for (int np = 0; np < NT / 2; ++np) {
+          tc::ldmatrix_x4<true>(b[np], vst + (lane % 8 + 8 * ((lane / 8) % 2)) * VS + 16 * np + 8 * (lane / 16));
+        }
+        unsigned a[HP][kParts][4];  // p: each head's parts
+#pragma unroll
+        for (int hh = 0; hh < HP; ++hh)
 #pragma unroll
           for (int part = 0; part < kParts; ++part) {
-            tc::mma_bf16(o[2 * np], a[part][0], a[part][1], a[part][2], a[part][3], b[0], b[1]);      // k-step
-            tc::mma_bf16(o[2 * np + 1], a[part][0], a[part][1], a[part][2], a[part][3], b[2], b[3]);  // k-step
+            tc::ldmatrix_x4<false>(a[hh][part], p_s + ((hh * kParts + part) * wp::kBand + lane % 16) * wp::kPStride +
+                                                    16 * st + 8 * (lane / 16));
           }
-        }
-      }
-      for (int half = 0; half < 2; ++half) {  // rows g and g + 8
-        const int r = gr + 8 * half;
-        if (r >= band.rows) continue;
-        const int pos = band.pos0 + band.row0 + r - band.seq_row0;
-        const int first = wp::first_key(pos, win), last = WP_LAST_KEY(pos, row_last[band.row0 + r]);
-        const int j = c - (first - origin) / wp::kChunk;
-        if (key0 + wp::kChunk > first && key0 <= last && j >= 0 && j < n_part) {
-          float* dst = part_o + ((static_cast<size_t>(band.row0 + r) * hq + h) * n_part + j) * D + wd0 + 2 * c4;
+        // rounding: one k-step each, parts hi, mid, lo in turn per accumulator (the independent ones in between)
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            *reinterpret_cast<float2*>(dst + 8 * nt) = make_float2(o[nt][2 * half], o[nt][2 * half + 1]);
+        for (int part = 0; part < kParts; ++part)
+#pragma unroll
+          for (int hh = 0; hh < HP; ++hh)
+#pragma unroll
+            for (int np = 0; np < NT / 2; ++np) {  // n-tiles 2 np and 2 np + 1
+              const unsigned* pa = a[hh][part];
+              tc::mma_bf16(o[hh][2 * np], pa[0], pa[1], pa[2], pa[3], b[np][0], b[np][1]);
+              tc::mma_bf16(o[hh][2 * np + 1], pa[0], pa[1], pa[2], pa[3], b[np][2], b[np][3]);
+            }
+      }
+#pragma unroll
+      for (int hh = 0; hh < HP; ++hh)
+        for (int half = 0; half < 2; ++half) {  // rows g and g + 8
+          const int r = gr + 8 * half;
+          if (r >= band.rows) continue;
+          const int pos = band.pos0 + band.row0 + r - band.seq_row0;
+          const int first = wp::first_key(pos, win), last = WP_LAST_KEY(pos, row_last[band.row0 + r]);
+          const int j = c - (first - origin) / wp::kChunk;
+          if (key0 + wp::kChunk > first && key0 <= last && j >= 0 && j < n_part) {
+            float* dst = part_o + ((static_cast<size_t>(band.row0 + r) * hq + h0 + hh) * n_part + j) * D + wd0 + 2 * c4;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              *reinterpret_cast<float2*>(dst + 8 * nt) = make_float2(o[hh][nt][2 * half], o[hh][nt][2 * half + 1]);
+            }
           }
         }
-      }
     }
   }
   tc::cp_async_wait<0>();  // no copy is in flight when the block ends

@@ -139,3 +139,59 @@ def test_a_new_receipt_keeps_mutation_scores_of_unchanged_kernels_only():
     assert carried_mutation(loaded, previous) == {"decode_d512_g16": {**score, "measured_at": "abc"}}
     previous["sources"][source] = "0" * 64  # the kernel changed since
     assert carried_mutation(loaded, previous) == {}
+
+
+class _Outcome:
+    """A finished control as the runner reports it: its task's name, status and red gates."""
+
+    def __init__(self, name: str, status: str = "ran", red: bool = False):
+        self.task = type("Task", (), {"name": name})()
+        self.status, self.red = status, red
+
+    def failed_gates(self):
+        return [1] if self.red else []
+
+
+def test_a_mutant_survives_only_when_every_planned_gate_ran_green():
+    from kcontract.mutate.campaign import Campaign, MutantResult, judge_runs
+
+    campaign = Campaign("e", "k.cu", "0" * 64, "sm_90", 0,
+                        [MutantResult(i, "arith", 1, "x", "d") for i in ("m1", "m2", "m3", "m4")], [])
+    for m in campaign.mutants:
+        m.status = "candidate"
+    outcomes = [_Outcome("m1_g2", red=True), _Outcome("m2_g1"), _Outcome("m4_g1", status="crashed")]
+    outcomes += [_Outcome(f"m3_g{g}") for g in (1, 2, 3, 4)]
+    judge_runs(campaign, outcomes, {m: 4 for m in ("m1", "m2", "m3", "m4")})
+    assert [m.status for m in campaign.mutants] == ["killed", "candidate", "survived", "killed"]
+
+
+def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_path, monkeypatch):
+    import kcontract.launch
+    import kcontract.runner.session
+    from kcontract.mutate.campaign import load
+
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    args = ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"), "--limit", "12"]
+    assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
+    here = tmp_path / "cache" / "mutants" / "decode_d256_g2_sliding"
+    first = next(m.ident for m in load(here).mutants if m.status == "candidate")
+    seen: list[list[str]] = []
+
+    def cut(tasks, jobs, on_progress, on_done):  # the first mutant's gates finish, red at gate 3; then a SIGTERM
+        seen.append([t.name for t in tasks])
+        for task in tasks:
+            if task.name.startswith(f"{first}_g"):
+                on_done(_Outcome(task.name, red=task.name.endswith("_g3")))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
+    monkeypatch.setattr(kcontract.runner.session, "run_tasks", cut)
+    report = tmp_path / "mutate.json"
+    done = CliRunner().invoke(cli, args + ["--json", str(report)])
+    assert done.exit_code == 130, done.output
+    assert "not run (cut short)" in done.output and "run this again" in done.output
+    assert json.loads(report.read_text())["cut_short"] is True
+    statuses = {m.ident: m.status for m in load(here).mutants}
+    assert statuses[first] == "killed" and list(statuses.values()).count("candidate") >= 1
+    CliRunner().invoke(cli, args)  # the rerun plans only the mutants still waiting
+    assert not any(name.startswith(f"{first}_g") for name in seen[1]) and seen[1]

@@ -185,12 +185,14 @@ def test_a_benchmarked_prompt_chunk_counts_only_visible_keys():
     from kcontract.families.attention.prompt_bench import prompt_call
     from kcontract.families.attention.spec import Shape
 
-    call = prompt_call(Shape(head_dim=512, q_heads=16, kv_heads=1), keys=1024, chunk=256, scale=0.04)
+    call = prompt_call(Shape(head_dim=512, q_heads=16, kv_heads=1), keys=1024, chunk=256, scale=0.04, p_bf16=False)
+    twin = prompt_call(Shape(head_dim=512, q_heads=16, kv_heads=1), keys=1024, chunk=256, scale=0.04, p_bf16=True)
+    assert call.label == "prompt d512 16/1 P32" and twin.label == "prompt d512 16/1 bf16 P"  # both get timed
     rows = np.arange(512, 1024)  # the chunk's own positions; row p sees keys 0 .. p
     assert call.rows == 512 and call.flops == 4 * 16 * 512 * int((rows + 1).sum())
     assert call.fixed_inputs["row_last"].tolist() == rows.tolist()
     assert call.fixed_inputs["seq_pos0"].tolist() == [512] and call.fixed_inputs["seq_row0"].tolist() == [0, 512]
-    assert [launch.grid for launch in call.launches] == [(4, 1, 32), (16, 512, 1)]
+    assert [launch.grid for launch in call.launches] == [(32, 1, 4), (16, 512, 1)]  # bands fastest
     assert call.sdpa["queries"] == 512 and call.sdpa["causal"] == "lower_right"
 
 

@@ -10,8 +10,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
-STEPS=${STEPS:-probe,run,warm,undeclared,sanitize,mutate,bench,ncu,tests}
-MUTATE_OUT=${MUTATE_OUT:-$OUT}  # per-entry campaign JSONs (the receipt has the scores)
+STEPS=${STEPS:-probe,run,warm,undeclared,sanitize,mutate,bench,variant,ncu,tests}
+MUTATE_OUT=${MUTATE_OUT:-/tmp/kcontract-mutate}  # per-entry campaign JSONs, gathered into $OUT/mutate.json
 mkdir -p "$OUT" "$MUTATE_OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
@@ -61,6 +61,9 @@ if has mutate; then  # mutation scores into the receipt (mutants prepared here a
       --receipt "$OUT/receipt.json" --json "$MUTATE_OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
     echo "mutate $entry exit $?" >> "$OUT/mutate.log"
   done
+  # one file for every campaign so far (a call brings back few files): {entry: campaign}
+  python3 -c 'import json, pathlib, sys; print(json.dumps({p.stem[len("mutate-"):]: json.loads(p.read_text())
+    for p in sorted(pathlib.Path(sys.argv[1]).glob("mutate-*.json"))}, indent=1))' "$MUTATE_OUT" > "$OUT/mutate.json"
 fi
 if has bench; then
   receipt=()
@@ -68,12 +71,23 @@ if has bench; then
   timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench ${BENCH_ARGS:-} "${receipt[@]}" --json "$OUT/bench.json" \
     > "$OUT/bench.log" 2>&1
 fi
+if has variant; then  # the bench again for a kernel variant (its cubins prepared there: see tools/variant_contract.py)
+  python3 tools/variant_contract.py "${VARIANT_KERNEL:-window_prompt}" --define "${VARIANT_DEFINE:-WP_MAX_PASS=1}" \
+    --only "${VARIANT_ONLY:-prompt_*}" --out contract-variant.yaml > "$OUT/variant.log" 2>&1
+  timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench --contract contract-variant.yaml ${BENCH_ARGS:-} \
+    --json "$OUT/bench-variant.json" >> "$OUT/variant.log" 2>&1
+fi
 if has ncu; then  # hardware counters of one prompt partials launch (clocks left alone, METHOD.md)
-  timeout "${NCU_LIMIT:-90}" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-window_prompt_partials}" \
-    --launch-skip 1 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
-    python3 -m kcontract bench --only "${NCU_ONLY:-prompt_d512_g16_p32}" --keys "${NCU_KEYS:-32768}" --repeat 3 \
-    > "$OUT/ncu.log" 2>&1
+  ncu_one() {
+    timeout "${NCU_LIMIT:-90}" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-window_prompt_partials}" \
+      --launch-skip 1 --launch-count 1 "$@" \
+      python3 -m kcontract bench --only "${NCU_ONLY:-prompt_d512_g16_p32}" --keys "${NCU_KEYS:-32768}" --repeat 3
+  }
+  ncu_one --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats > "$OUT/ncu.log" 2>&1
+  stalls="regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$"  # what the warps wait on, per issue
+  ncu_one --metrics "$stalls,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum" \
+    >> "$OUT/ncu.log" 2>&1
 fi
 if has tests; then
   timeout "${TESTS_LIMIT:-400}" python3 -m pytest -v --durations=10 -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
@@ -88,5 +102,7 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/sanitize.log" ] && grep -vE ": clean, " "$OUT/sanitize.log" | cut -c1-300 | tail -30
 [ -f "$OUT/mutate.log" ] && grep -E "^(MUTATE|survived|mutate)" "$OUT/mutate.log" | cut -c1-300
 [ -f "$OUT/bench.log" ] && tail -60 "$OUT/bench.log" | cut -c1-200
-[ -f "$OUT/ncu.log" ] && grep -E "Throughput|Pipe|Registers|Achieved Occupancy|Duration|Warp Cycles|Stall" "$OUT/ncu.log" | head -24
+[ -f "$OUT/variant.log" ] && grep -E "^prompt|contract-variant" "$OUT/variant.log" | cut -c1-200
+[ -f "$OUT/ncu.log" ] && grep -E "Throughput|Pipe|Registers|Achieved Occupancy|Duration|Warp Cycles|hmma|inst_executed" "$OUT/ncu.log" | head -24
+[ -f "$OUT/ncu.log" ] && grep -E "issue_stalled" "$OUT/ncu.log" | sort -k3 -g -r | head -8
 [ -f "$OUT/gpu-tests.log" ] && tail -16 "$OUT/gpu-tests.log"

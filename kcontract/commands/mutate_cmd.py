@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -60,11 +61,17 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
     err.print(f"mutate {entry_name}: {len(campaign.mutants)} mutants in {here}: {counts.get('stillborn', 0)} do not "
               f"compile, {counts.get('equivalent', 0)} equivalent on {sm}, {counts.get('candidate', 0)} to run",
               markup=False)
+    whole = True
     if not prepare_only and any(m.status == "candidate" for m in campaign.mutants):
-        _run(campaign, here, jobs)
+        signal.signal(signal.SIGTERM, _interrupt)  # a time limit's SIGTERM ends the campaign like Ctrl-C
+        whole = _run(campaign, here, jobs)
     report = campaign.counts()
     if json_path:
-        Path(json_path).write_text(json.dumps(report, indent=1) + "\n")
+        Path(json_path).write_text(json.dumps({**report, "cut_short": not whole}, indent=1) + "\n")
+    if not whole:
+        err.print(f"{_line(report, 'cut short')}; run this again to judge the rest (the campaign is kept)",
+                  markup=False)
+        raise KeyboardInterrupt
     if receipt_path:
         receipt = json.loads(Path(receipt_path).read_text())
         receipt.setdefault("mutation", {})[entry_name] = {**report, "measured_at": (receipt.get("git") or {}).get("commit")}
@@ -74,6 +81,10 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
             out.print(f"survived {m.ident} ({m.kind}): {m.diff}", markup=False, highlight=False)
     out.print(_line(report), markup=False)
     sys.exit(0 if prepare_only or report["by_status"].get("candidate", 0) == 0 else 1)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _current(campaign: Campaign | None, loaded, entry, limit: int, seed: int, sm: str,
@@ -87,8 +98,9 @@ def _current(campaign: Campaign | None, loaded, entry, limit: int, seed: int, sm
     return campaign if same else None
 
 
-def _run(campaign: Campaign, here: Path, jobs) -> None:
-    """The candidates' controls through the ordinary runner, on the GPU."""
+def _run(campaign: Campaign, here: Path, jobs) -> bool:
+    """The candidates' controls through the ordinary runner, on the GPU; False when cut short (Ctrl-C or SIGTERM),
+    with every mutant whose gates all finished judged and saved, the rest left to a rerun."""
     from kcontract.launch import cuda_ready
     from kcontract.report.progress import RunProgress
     from kcontract.runner.plan import Selection, plan_tasks
@@ -97,13 +109,29 @@ def _run(campaign: Campaign, here: Path, jobs) -> None:
     contract = str(here / "contract.yaml")
     mutant_contract = load_contract(contract)
     cuda_ready([campaign.entry])
-    tasks = plan_tasks(mutant_contract, contract, Selection(controls=tuple(c.name for c in mutant_contract.controls)))
+    waiting = {m.ident for m in campaign.mutants if m.status == "candidate"}
+    chosen = tuple(c.name for c in mutant_contract.controls if c.name.rpartition("_g")[0] in waiting)
+    tasks = plan_tasks(mutant_contract, contract, Selection(controls=chosen))
+    planned: dict[str, int] = {}
+    for name in chosen:
+        planned[name.rpartition("_g")[0]] = planned.get(name.rpartition("_g")[0], 0) + 1
     workers = auto_jobs(mutant_contract, gpu=True)[0] if jobs == "auto" else jobs
+    finished = []
+    whole = True
     with RunProgress(out, work_units(mutant_contract, tasks)) as progress:
-        outcomes = run_tasks(tasks, workers, lambda step: None, progress.done)
-    judge_runs(campaign, outcomes)
-    _sanitize_survivors(campaign, contract, mutant_contract)
+        def done(outcome) -> None:
+            finished.append(outcome)
+            progress.done(outcome)
+
+        try:
+            run_tasks(tasks, workers, lambda step: None, done)
+        except KeyboardInterrupt:
+            whole = False
+    judge_runs(campaign, finished, planned)
+    if whole:
+        _sanitize_survivors(campaign, contract, mutant_contract)
     save(campaign, here)
+    return whole
 
 
 SURVIVOR_TOOLS = {"sync": ("racecheck",)}  # per mutant class; any other class: memory errors
@@ -136,12 +164,12 @@ def _sanitize_survivors(campaign: Campaign, contract: str, mutant_contract, jobs
             m.status, m.detail = "killed", f"{tool}: {finding.errors} errors ({finding.detail[:160]})"
 
 
-def _line(report: dict) -> str:
+def _line(report: dict, why_waiting: str = "no GPU here") -> str:
     """`MUTATE entry: 40 mutants, 5 do not compile, 9 equivalent; 25 of 26 killed (96.2 %), 1 survived`."""
     s = report["by_status"]
     judged = s.get("killed", 0) + s.get("survived", 0)
     score = f" ({report['score_pct']} %)" if report["score_pct"] is not None else ""
-    waiting = f"; {s['candidate']} not run (no GPU here)" if s.get("candidate") else ""
+    waiting = f"; {s['candidate']} not run ({why_waiting})" if s.get("candidate") else ""
     return (f"MUTATE {report['entry']}: {report['mutants']} mutants, {s.get('stillborn', 0)} do not compile, "
             f"{s.get('equivalent', 0)} equivalent on {report['sm']}; {s.get('killed', 0)} of {judged} killed{score}, "
             f"{s.get('survived', 0)} survived{waiting}")

@@ -45,11 +45,13 @@ def fill_launch(kernel: CudaKernel, args: dict[str, object]) -> tuple[CudaKernel
 
 
 _OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-        ast.FloorDiv: lambda a, b: a // b}
+        ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+_CALLS = {"min": min, "max": max}
+GRAMMAR = "an integer or an expression of + - * // %, min(...) and max(...) over integers and {placeholders}"
 
 
 def _integer(value: int | str, args: dict[str, object]) -> tuple[int, str | None]:
-    """An integer, or an expression of + - * // over integers and {placeholders}; (value, why not)."""
+    """An integer, or an expression (GRAMMAR) over integers and {placeholders}; (value, why not)."""
     if isinstance(value, int):
         return value, None
     names = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
@@ -65,12 +67,15 @@ def _integer(value: int | str, args: dict[str, object]) -> tuple[int, str | None
             return node.value
         if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
             return _OPS[type(node.op)](evaluate(node.left), evaluate(node.right))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS
+                and len(node.args) >= 2 and not node.keywords):
+            return _CALLS[node.func.id](evaluate(a) for a in node.args)
         raise ValueError(text)
 
     try:
         return evaluate(ast.parse(text, mode="eval")), None
     except (SyntaxError, ValueError, ZeroDivisionError):
-        return 0, f"an integer or an expression of + - * // over integers and {{placeholders}}, given: {value!r}"
+        return 0, f"{GRAMMAR}, given: {value!r}"
 
 
 def instance_problem(kernel: CudaKernel, traits: dict[str, object]) -> str | None:

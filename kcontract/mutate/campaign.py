@@ -182,20 +182,25 @@ def load(here: Path) -> Campaign | None:
     return Campaign(**data)
 
 
-def judge_runs(campaign: Campaign, outcomes) -> None:
-    """Killed when any of a mutant's gates went red or its kernel did not run to the end; else survived."""
+def judge_runs(campaign: Campaign, outcomes, planned: dict[str, int] | None = None) -> None:
+    """Killed when any of a mutant's gates went red or its kernel did not run to the end; survived when every
+    gate planned for it (`planned`: mutant -> gate count; default: those that ran) ran green; else untouched."""
     red: dict[str, list[str]] = {}
-    ran: set[str] = set()
+    ran: dict[str, int] = {}
     for outcome in outcomes:
         ident, _, gate = outcome.task.name.rpartition("_g")
-        ran.add(ident)
+        ran[ident] = ran.get(ident, 0) + 1
         if outcome.status != "ran":
             red.setdefault(ident, []).append(f"gate {gate}: {outcome.status}")
         elif outcome.failed_gates():
             red.setdefault(ident, []).append(f"gate {gate}")
     for m in campaign.mutants:
-        if m.status == "candidate" and m.ident in ran:
-            m.status, m.detail = ("killed", ", ".join(red[m.ident])) if m.ident in red else ("survived", "")
+        if m.status != "candidate" or m.ident not in ran:
+            continue
+        if m.ident in red:
+            m.status, m.detail = "killed", ", ".join(red[m.ident])
+        elif planned is None or ran[m.ident] >= planned.get(m.ident, 0):
+            m.status, m.detail = "survived", ""
 
 
 __all__ = ["CLASSES", "Campaign", "judge_runs", "load", "prepare", "save", "workdir"]

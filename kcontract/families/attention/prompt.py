@@ -202,7 +202,8 @@ class AttentionPrompt(WindowAttention):
 
     def bench_calls(self, keys: list[int], rows: list[int]) -> list:
         """A 512-row causal chunk ending at each context length (`rows` is decode's; a prompt chunk is its own)."""
-        return [prompt_call(self.spec.shape, k, self.spec.arithmetic.chunk, self.scale) for k in keys]
+        a = self.spec.arithmetic
+        return [prompt_call(self.spec.shape, k, a.chunk, self.scale, a.prob_round == "bf16") for k in keys]
 
 
 def with_shared_scores(seq: PromptSeq, window: Window, scale: float) -> list:

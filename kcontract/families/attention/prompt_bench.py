@@ -6,16 +6,17 @@ import numpy as np
 
 from kcontract.bench.call import BenchCall
 from kcontract.families.attention.bench import K_RMS, Q_RMS, V_RMS
-from kcontract.families.attention.prompt_layout import BAND, MERGE_ARGS, PARTIALS_ARGS
+from kcontract.families.attention.prompt_layout import BAND, MERGE_ARGS, partials_launch
 from kcontract.families.attention.spec import Shape
 from kcontract.problem import KernelLaunch, OutputSpec
 
 CHUNK_ROWS = 512  # rows of a benchmarked prompt chunk
 
 
-def prompt_call(shape: Shape, keys: int, chunk: int, scale: float, rows: int = CHUNK_ROWS) -> BenchCall:
+def prompt_call(shape: Shape, keys: int, chunk: int, scale: float, p_bf16: bool, rows: int = CHUNK_ROWS
+                ) -> BenchCall:
     """`rows` consecutive rows whose last sits at the end of a linear cache of `keys` keys; useful flops count
-    only the keys each row sees (4 flops per query head, dim and visible key)."""
+    only the keys each row sees (4 flops per query head, dim and visible key); the label names P32 or bf16 P."""
     hq, hk, d = shape.q_heads, shape.kv_heads, shape.head_dim
     rows = min(rows, keys)
     start = keys - rows
@@ -23,7 +24,7 @@ def prompt_call(shape: Shape, keys: int, chunk: int, scale: float, rows: int = C
     visible = rows * start + rows * (rows + 1) // 2
     moved = keys * hk * d * 2 * 2 + rows * hq * n_part * (d + 2) * 4 * 2 + rows * hq * d * 2 * 2
     return BenchCall(
-        label=f"prompt d{d} {hq}/{hk}", rows=rows, keys=keys,
+        label=f"prompt d{d} {hq}/{hk} {'bf16 P' if p_bf16 else 'P32'}", rows=rows, keys=keys,
         random_inputs={"q": ((rows, hq, d), Q_RMS), "k_cache": ((1, keys, hk, d), K_RMS),
                        "v_cache": ((1, keys, hk, d), V_RMS)},
         fixed_inputs={"seq_row0": np.array([0, rows], np.int32), "seq_pos0": np.array([start], np.int32),
@@ -32,7 +33,7 @@ def prompt_call(shape: Shape, keys: int, chunk: int, scale: float, rows: int = C
                  "part_o": OutputSpec((rows, hq, n_part, d), "fp32"), "out": OutputSpec((rows, hq, d), "bf16")},
         scalars={"win": np.int32(0), "ring": np.int32(keys), "n_part": np.int32(n_part), "scale": np.float32(scale),
                  "kv_heads": np.int32(hk), "n_seq": np.int32(1)},
-        launches=(KernelLaunch("partials", (n_part, hk, -(-rows // BAND)), PARTIALS_ARGS),
+        launches=(partials_launch(n_part, hk, -(-rows // BAND)),
                   KernelLaunch("merge", (hq, rows, 1), MERGE_ARGS)),
         bytes=moved, flops=4 * hq * d * visible,
         sdpa={"batch": 1, "q_heads": hq, "kv_heads": hk, "keys": keys, "head_dim": d, "scale": float(scale),

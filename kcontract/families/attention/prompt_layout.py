@@ -81,6 +81,12 @@ def build_prompt_problem(label: str, seqs: list[PromptSeq], shape: Shape, window
         },
         scalars={"win": np.int32(window.win), "ring": np.int32(window.ring), "n_part": np.int32(n_part),
                  "scale": np.float32(scale), "kv_heads": np.int32(hk), "n_seq": np.int32(len(seqs))},
-        launches=(KernelLaunch("partials", (n_part, hk, bands(seqs)), PARTIALS_ARGS),
+        launches=(partials_launch(n_part, hk, bands(seqs)),
                   KernelLaunch("merge", (shape.q_heads, rows, 1), MERGE_ARGS)),
     )
+
+
+def partials_launch(n_part: int, hk: int, n_bands: int) -> KernelLaunch:
+    """The partials launch on grid (bands, key heads, n_part): bands fastest, so the blocks that read one chunk's K
+    and V run together."""
+    return KernelLaunch("partials", (n_bands, hk, n_part), PARTIALS_ARGS)
