@@ -72,8 +72,12 @@ if has bench; then
     > "$OUT/bench.log" 2>&1
 fi
 if has variant; then  # the bench again for a kernel variant (its cubins prepared there: see tools/variant_contract.py)
+  # the default variant, one query head per pass, has the layout of HP = 1 (the kernel traps on any other size)
+  one_head="(25344 - 8704 * {p_bf16}) + min(8, (101376 - (25344 - 8704 * {p_bf16})) // (32 * {head_dim} + 2048))"
+  one_head="$one_head * (32 * {head_dim} + 2048)"
   python3 tools/variant_contract.py "${VARIANT_KERNEL:-window_prompt}" --define "${VARIANT_DEFINE:-WP_MAX_PASS=1}" \
-    --only "${VARIANT_ONLY:-prompt_*}" --out contract-variant.yaml > "$OUT/variant.log" 2>&1
+    --only "${VARIANT_ONLY:-prompt_*}" --smem "${VARIANT_SMEM:-partials=$one_head}" --out contract-variant.yaml \
+    > "$OUT/variant.log" 2>&1
   timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench --contract contract-variant.yaml ${BENCH_ARGS:-} \
     --json "$OUT/bench-variant.json" >> "$OUT/variant.log" 2>&1
 fi
