@@ -141,6 +141,7 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   constexpr int kRing = wp::kRing<D, G, PB>;
   constexpr int VS = wp::kVStride<D>;
   constexpr int kPieces = D / 64;              // 16-byte pieces of a warp's dims in one V row
+  static_assert(32 % kPieces == 0 && 16 * kPieces >= 32, "a stage's pieces split evenly over the lanes");
   constexpr int kSteps = wp::kChunk / 16;      // PV k-steps per chunk
   constexpr int kPairs = 2 * HP;               // (head, row) pairs per warp in the softmax
   constexpr int kQSteps = D / 32;              // score steps of 32 dims (two k-steps each)
@@ -187,8 +188,9 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
     auto stage_v = [&](int st) {
       if (st < kSteps) {
         unsigned short* dst = v_s + (st % kRing) * 16 * VS;
-        for (int e = lane; e < 16 * kPieces; e += 32) {
-          const int i = e / kPieces, piece = e % kPieces;
+#pragma unroll
+        for (int n = 0; n < 16 * kPieces / 32; ++n) {  // lane copies piece lane % kPieces of rows i, i + 32 / kPieces..
+          const int i = lane / kPieces + n * (32 / kPieces), piece = lane % kPieces;
           const int p = key0 + 16 * st + i;
           const bool on = p >= lo_key && p <= hi_key;
           int row = ring0 + 16 * st + i;  // p's cache row
