@@ -1,4 +1,4 @@
-"""Time every CUDA entry's bench calls (one per distinct kernel and shape) against the measured read and mma ceilings."""
+"""Time every CUDA entry's bench calls (one per distinct kernel and shape) against the measured ceilings."""
 
 from __future__ import annotations
 
