@@ -7,8 +7,10 @@
 // Launch geometry: partials<D, G, PB> grid (bands, kv_heads, n_part) of 256 threads, bands = sum over sequences of
 // ceil(rows / 16), bands fastest (the blocks that read one chunk's K and V run together and find it in L2), with
 // wp::kSmemBytes<D, G, PB> = HP (25344 - 8704 PB) + ring (32 D + 2048) bytes of dynamic shared memory (the kernel
-// traps on any other size), HP = 2 heads per pass where G is even, else 1, ring = min(8, (101376 - HP (25344 -
-// 8704 PB)) / (32 D + 2048)) V stages (what 99 KB holds); merge<D, G> grid (kv_heads * G, rows) of 256 threads.
+// traps on any other size), HP = 2 heads per pass where G is even, else 1 (WP_MAX_PASS=4: 4 where 4 divides G on
+// SMs of 227 KB), ring = min(8, (optin - HP (25344 - 8704 PB)) / (32 D + 2048)) V
+// stages, optin the SM's opt-in bytes per block (99 KB; sm_80 163 KB; sm_90, 100 227 KB); merge<D, G> grid
+// (kv_heads * G, rows) of 256 threads.
 //
 // Partials' shared memory, in bytes, for a pass over HP query heads:
 //   [0, HP (25344 - 8704 PB))   bf16 q_s[HP][16][D]             the pass's Q (16-byte pieces swizzled), then over it
@@ -41,7 +43,7 @@
 #define WP_P_ROUND(p, pb) ((pb) ? __bfloat162float(__float2bfloat16_rn(p)) : (p))
 #endif
 
-// Query heads per pass over a chunk's K and V at most (a bench variant may set 1: one head per pass).
+// Query heads per pass over a chunk's K and V at most: 1, 2 or 4 (four where G allows, on SMs of 227 KB).
 #ifndef WP_MAX_PASS
 #define WP_MAX_PASS 2
 #endif
@@ -67,17 +69,31 @@ constexpr int kParts = PB ? 1 : 3;  // bf16 parts of p: fp32 p is exactly hi + m
 template <int D>
 constexpr int kVStride = D / 8 + 8;  // bf16 per V stage row (a warp's D / 8 dims and 16 bytes of padding)
 
-template <int D, int G>
-constexpr int kPass = G % 2 == 0 && WP_MAX_PASS >= 2 ? 2 : 1;  // query heads per pass over the chunk's K and V
-
-constexpr int kSmemLimit = 99 * 1024;  // the opt-in maximum of sm_86, 89, 120 and 121
-
-// The scores of a pass, then (over them, once read) its p as bf16 parts: whichever is larger.
-template <int D, int G, int PB>
-constexpr int kFrontBytes = kPass<D, G> * (PB ? kBand * kSStride * 4 : kParts<PB> * kBand * kPStride * 2);
+// The shared memory a block may opt in to on the SM this compiles for (the contract's {smem_optin}).
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030 || \
+                               __CUDA_ARCH__ == 1100)
+constexpr int kSmemLimit = 227 * 1024;
+#elif defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870)
+constexpr int kSmemLimit = 163 * 1024;
+#else
+constexpr int kSmemLimit = 99 * 1024;  // sm_86, 88, 89, 120, 121
+#endif
 
 template <int D>
 constexpr int kStageBytes = kWarps * 16 * kVStride<D> * 2;  // one V stage of every warp
+
+// One head's scores of a chunk, then (over them, once read) its p as bf16 parts: whichever is larger.
+template <int PB>
+constexpr int kHeadFront = PB ? kBand * kSStride * 4 : kParts<PB> * kBand * kPStride * 2;
+
+// Query heads per pass over the chunk's K and V.
+template <int D, int G, int PB>
+constexpr int kPass = G % 4 == 0 && WP_MAX_PASS >= 4 && kSmemLimit >= 227 * 1024 ? 4  // sm_90, 100: 227 KB
+                      : G % 2 == 0 && WP_MAX_PASS >= 2                            ? 2
+                                                                                  : 1;
+
+template <int D, int G, int PB>
+constexpr int kFrontBytes = kPass<D, G, PB> * kHeadFront<PB>;
 
 // V stages of 16 keys in flight per warp: as many as the rest of the limit holds, at most 8.
 template <int D, int G, int PB>
@@ -89,7 +105,7 @@ template <int D, int G, int PB>
 constexpr int kSmemBytes = kFrontBytes<D, G, PB> + kRing<D, G, PB> * kStageBytes<D>;
 
 template <int D, int G, int PB>
-constexpr int kMinBlocks = D == 512 || kPass<D, G> == 2 ? 1 : 2;  // two per SM where 128 registers do
+constexpr int kMinBlocks = D == 512 || kPass<D, G, PB> > 1 ? 1 : 2;  // two per SM where 128 registers do
 
 using tc::neg_inf;
 
@@ -134,8 +150,9 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
                        int n_seq) {
   static_assert(D == 128 || D == 256 || D == 512, "head dim 128, 256 or 512");
   static_assert(G >= 1 && G <= 16, "1 to 16 query heads per key head");
-  static_assert(wp::kSmemBytes<D, G, PB> <= wp::kSmemLimit, "partials shared memory exceeds what sm_86, 89, 120 give");
-  constexpr int HP = wp::kPass<D, G>;          // heads per pass
+  static_assert(wp::kSmemBytes<D, G, PB> <= wp::kSmemLimit, "partials shared memory exceeds what the SM gives");
+  static_assert(wp::kRing<D, G, PB> >= 2, "two V stages at least: one read while the next lands");
+  constexpr int HP = wp::kPass<D, G, PB>;      // heads per pass
   constexpr int NT = D / 64;                   // PV n-tiles of 8 dims per warp
   constexpr int kParts = wp::kParts<PB>;
   constexpr int kRing = wp::kRing<D, G, PB>;

@@ -72,11 +72,13 @@ if has bench; then
     > "$OUT/bench.log" 2>&1
 fi
 if has variant; then  # the bench again for a kernel variant (its cubins prepared there: see tools/variant_contract.py)
-  # the default variant, one query head per pass, has the layout of HP = 1 (the kernel traps on any other size)
-  one_head="(25344 - 8704 * {p_bf16}) + min(8, (101376 - (25344 - 8704 * {p_bf16})) // (32 * {head_dim} + 2048))"
-  one_head="$one_head * (32 * {head_dim} + 2048)"
-  python3 tools/variant_contract.py "${VARIANT_KERNEL:-window_prompt}" --define "${VARIANT_DEFINE:-WP_MAX_PASS=1}" \
-    --only "${VARIANT_ONLY:-prompt_*}" --smem "${VARIANT_SMEM:-partials=$one_head}" --out contract-variant.yaml \
+  # the default variant, four query heads per pass where 4 divides G on SMs of 227 KB, has that layout (the kernel
+  # traps on any other size): HP heads' fronts of F bytes, then as many V stages of S bytes as fit, at most 8
+  F="(25344 - 8704 * {p_bf16})" S="(32 * {head_dim} + 2048)"
+  HP="((2 - {group} % 2) + 2 * (1 - min(1, {group} % 4)) * min(1, max(0, {smem_optin} - 232447)))"
+  four="$HP * $F + min(8, ({smem_optin} - $HP * $F) // $S) * $S"
+  python3 tools/variant_contract.py "${VARIANT_KERNEL:-window_prompt}" --define "${VARIANT_DEFINE:-WP_MAX_PASS=4}" \
+    --only "${VARIANT_ONLY:-prompt_*}" --smem "${VARIANT_SMEM:-partials=$four}" --out contract-variant.yaml \
     > "$OUT/variant.log" 2>&1
   timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench --contract contract-variant.yaml ${BENCH_ARGS:-} \
     --json "$OUT/bench-variant.json" >> "$OUT/variant.log" 2>&1
