@@ -35,27 +35,38 @@ SMEM_OPTIN = "smem_optin"  # in a dynamic_smem expression: the target SM's opt-i
 def fill_launch(kernel: CudaKernel, args: dict[str, object], targets: list[str]
                 ) -> tuple[CudaKernel | None, str | None]:
     """The kernel with every `launch` expression evaluated over the template arguments, checked for range; a
-    dynamic_smem that names {smem_optin} is evaluated per target SM ({sm: bytes} where the SMs differ)."""
+    dynamic_smem that names {smem_optin} (or gives bytes per SM) becomes {sm: bytes} where the targets differ."""
     shapes = {}
     for role, shape in kernel.launch.items():
         values = {}
         for field, low, high in (("threads", 1, 1024), ("dynamic_smem", 0, 1 << 20)):
-            given = getattr(shape, field)
-            per_sm = field == "dynamic_smem" and SMEM_OPTIN in _names(given)
-            on = {sm: {**args, SMEM_OPTIN: limits_for(sm).smem_per_block_optin} for sm in targets} if per_sm \
-                else {"": args}
-            found = {}
-            for sm, names in on.items():
-                value, why = _integer(given, names)
-                where = f" on {sm}" if sm else ""
-                if why:
-                    return None, f"launch `{role}` {field}{where}: {why}"
-                if not low <= value <= high:
-                    return None, f"launch `{role}` {field}{where} between {low} and {high}, given: {value}"
-                found[sm] = value
-            values[field] = found if len(set(found.values())) > 1 else next(iter(found.values()))
+            value, why = _launch_value(getattr(shape, field), field, args, targets, (low, high))
+            if why:
+                return None, f"launch `{role}` {field}{why}"
+            values[field] = value
         shapes[role] = shape.model_copy(update=values)
     return kernel.model_copy(update={"launch": shapes}), None
+
+
+def _launch_value(given: int | str | dict, field: str, args: dict[str, object], targets: list[str],
+                  bounds: tuple[int, int]) -> tuple[int | dict[str, int], str | None]:
+    """One launch field: an integer, or {sm: integer} where it differs per target SM; or why not (`: ...`)."""
+    per_sm = isinstance(given, dict) or (field == "dynamic_smem" and SMEM_OPTIN in _names(given))
+    found = {}
+    for sm in targets if per_sm else [""]:
+        where = f" on {sm}" if sm else ""
+        if isinstance(given, dict):  # bytes per SM, as a loaded contract writes them back
+            value = given.get(sm, given.get(sm.rstrip("af")))
+            if value is None:
+                return 0, f": bytes for every target SM, none given for {sm}"
+        else:
+            value, why = _integer(given, {**args, SMEM_OPTIN: limits_for(sm).smem_per_block_optin} if sm else args)
+            if why:
+                return 0, f"{where}: {why}"
+        if not bounds[0] <= value <= bounds[1]:
+            return 0, f"{where} between {bounds[0]} and {bounds[1]}, given: {value}"
+        found[sm] = value
+    return (found if len(set(found.values())) > 1 else next(iter(found.values()))), None
 
 
 def _names(value: int | str) -> list[str]:

@@ -21,7 +21,8 @@ class LaunchShape(Strict):
     """How one symbol is launched: threads per block and dynamic shared memory in bytes.
 
     Either may be an integer expression of the family's template arguments: "17408 + 160 * {head_dim}";
-    dynamic_smem may also name {smem_optin}, each target SM's opt-in bytes per block (loaded: {sm: bytes}).
+    dynamic_smem may also name {smem_optin}, each target SM's opt-in bytes per block, or give {sm: bytes} for every
+    target (loaded, either is {sm: bytes} where the targets differ).
     """
 
     threads: int | str = 256
