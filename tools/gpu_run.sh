@@ -7,6 +7,8 @@
 # and carry .whl (pydantic and its wheels) and .cubins; pass KCONTRACT_GIT_COMMIT and KCONTRACT_GIT_DIRTY.
 # Mutation campaigns (each compiles nothing here: prepare them there with `kcontract mutate E --prepare-only`) run
 # each entry's controls and then compute-sanitizer on survivors: give one 200 s or more, and a call few of them.
+# PACK_TO=DIR (the device call's $OUT) gets receipt.json and everything else as one logs.tgz at the end: a call
+# brings back few files (eight came back of nine), and OUT on /tmp outlives a call while the machine stays warm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
@@ -112,3 +114,8 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/ncu.log" ] && grep -E "Throughput|Pipe|Registers|Achieved Occupancy|Duration|Warp Cycles|hmma|inst_executed" "$OUT/ncu.log" | head -24
 [ -f "$OUT/ncu.log" ] && grep -E "issue_stalled" "$OUT/ncu.log" | sort -k3 -g -r | head -8
 [ -f "$OUT/gpu-tests.log" ] && tail -16 "$OUT/gpu-tests.log"
+if [ -n "${PACK_TO:-}" ]; then
+  mkdir -p "$PACK_TO"
+  [ -f "$OUT/receipt.json" ] && cp "$OUT/receipt.json" "$PACK_TO/receipt.json"
+  tar -czf "$PACK_TO/logs.tgz" -C "$OUT" --exclude=./receipt.json . && echo "packed: $PACK_TO/receipt.json, logs.tgz"
+fi
