@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # The GPU machine's run in one go: the mma probe beside the contract run (with its receipt), then the bench into
 # that receipt, then the GPU tests; full logs under $OUT, a short table last. STEPS picks steps (default all).
-# Before it, on the CPU machine (the GPU machine has neither network nor the pinned toolchain):
-#   export KCONTRACT_CACHE=$PWD/.cubins/cache; kcontract check; kcontract check --contract tests/contracts/gpu_faults.yaml
-#   python3 -c "from tests.test_records import warm; warm('.cubins/cache', 'sm_90')"
-# and carry .whl (pydantic and its wheels) and .cubins; pass KCONTRACT_GIT_COMMIT and KCONTRACT_GIT_DIRTY.
-# Mutation campaigns (each compiles nothing here: prepare them there with `kcontract mutate E --prepare-only`) run
-# each entry's controls and then compute-sanitizer on survivors: give one 200 s or more, and a call few of them.
+# Before it, on the CPU machine (the GPU machine has neither network nor the pinned toolchain): tools/gpu_prepare.sh
+# with the same MUTATE_ENTRIES and VARIANT_* settings; carry .whl (pydantic and its wheels) and .cubins; pass
+# KCONTRACT_GIT_COMMIT and KCONTRACT_GIT_DIRTY.
+# Mutation campaigns (each compiles nothing here: gpu_prepare.sh prepared them) run each entry's controls and then
+# compute-sanitizer on survivors: give one 200 s or more, and a call few of them.
 # PACK_TO=DIR (the device call's $OUT) gets receipt.json and everything else as one logs.tgz at the end: a call
 # brings back few files (eight came back of nine), and OUT on /tmp outlives a call while the machine stays warm.
 set -uo pipefail
@@ -73,15 +72,9 @@ if has bench; then
   timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench ${BENCH_ARGS:-} "${receipt[@]}" --json "$OUT/bench.json" \
     > "$OUT/bench.log" 2>&1
 fi
-if has variant; then  # the bench again for a kernel variant (its cubins prepared there: see tools/variant_contract.py)
-  # the default variant, four query heads per pass where 4 divides G on SMs of 227 KB, has that layout (the kernel
-  # traps on any other size): HP heads' fronts of F bytes, then as many V stages of S bytes as fit, at most 8
-  F="(25344 - 8704 * {p_bf16})" S="(32 * {head_dim} + 2048)"
-  HP="((2 - {group} % 2) + 2 * (1 - min(1, {group} % 4)) * min(1, max(0, {smem_optin} - 232447)))"
-  four="$HP * $F + min(8, ({smem_optin} - $HP * $F) // $S) * $S"
-  python3 tools/variant_contract.py "${VARIANT_KERNEL:-window_prompt}" --define "${VARIANT_DEFINE:-WP_MAX_PASS=4}" \
-    --only "${VARIANT_ONLY:-prompt_*}" --smem "${VARIANT_SMEM:-partials=$four}" --out contract-variant.yaml \
-    > "$OUT/variant.log" 2>&1
+if has variant; then  # the bench again for a kernel variant (its cubins prepared there by gpu_prepare.sh)
+  source tools/gpu_variant.sh
+  variant_contract > "$OUT/variant.log" 2>&1
   timeout "${BENCH_LIMIT:-150}" python3 -m kcontract bench --contract contract-variant.yaml ${BENCH_ARGS:-} \
     --json "$OUT/bench-variant.json" >> "$OUT/variant.log" 2>&1
 fi
