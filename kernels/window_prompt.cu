@@ -7,8 +7,8 @@
 // Launch geometry: partials<D, G, PB> grid (bands, kv_heads, n_part) of 256 threads, bands = sum over sequences of
 // ceil(rows / 16), bands fastest (the blocks that read one chunk's K and V run together and find it in L2), with
 // wp::kSmemBytes<D, G, PB> = HP (25344 - 8704 PB) + ring (32 D + 2048) bytes of dynamic shared memory (the kernel
-// traps on any other size), HP = 2 heads per pass where G is even, else 1 (WP_MAX_PASS=4: 4 where 4 divides G on
-// SMs of 227 KB), ring = min(8, (optin - HP (25344 - 8704 PB)) / (32 D + 2048)) V
+// traps on any other size), HP = 4 heads per pass where 4 divides G on SMs of 227 KB, else 2 where G is even, else
+// 1 (WP_MAX_PASS caps it), ring = min(8, (optin - HP (25344 - 8704 PB)) / (32 D + 2048)) V
 // stages, optin the SM's opt-in bytes per block (99 KB; sm_80 163 KB; sm_90, 100 227 KB); merge<D, G> grid
 // (kv_heads * G, rows) of 256 threads.
 //
@@ -45,7 +45,7 @@
 
 // Query heads per pass over a chunk's K and V at most: 1, 2 or 4 (four where G allows, on SMs of 227 KB).
 #ifndef WP_MAX_PASS
-#define WP_MAX_PASS 2
+#define WP_MAX_PASS 4
 #endif
 
 // Merge weight of a chunk with maximum m_c under the row's maximum M.
