@@ -4,7 +4,7 @@
 // bit patterns.
 //
 // Launch geometry: partials<D, G> grid (n_part, kv_heads, B) of 256 threads with wd::kPartialsSmemBytes<D, G>
-// = 17408 + 160 * D bytes of dynamic shared memory (the contract's launch expression; the kernel traps on less);
+// = 17408 + 160 * D bytes of dynamic shared memory (the contract's launch expression; the kernel traps on any other);
 // merge<D, G> grid (kv_heads * G, B) of 256 threads.
 //
 // Partials' shared memory layout, in bytes:
@@ -224,7 +224,7 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
 
   unsigned dyn_bytes;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
-  if (dyn_bytes < static_cast<unsigned>(T::kSmem)) __trap();  // launched with less shared memory than the layout
+  if (dyn_bytes != static_cast<unsigned>(T::kSmem)) __trap();  // the launch must give exactly the layout
   const wd::Span span = wd::row_span(row_pos[b], win);
   if (!wd::kEmptyChunks && j >= span.count) return;  // block-uniform, before any barrier: the whole block leaves
 

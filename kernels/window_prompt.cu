@@ -7,15 +7,19 @@
 // Launch geometry: partials<D, G, PB> grid (bands, kv_heads, n_part) of 256 threads, bands = sum over sequences of
 // ceil(rows / 16), bands fastest (the blocks that read one chunk's K and V run together and find it in L2), with
 // wp::kSmemBytes<D, G, PB> = HP (25344 - 8704 PB) + ring (32 D + 2048) bytes of dynamic shared memory (the kernel
-// traps on less), HP = 2 heads per pass where G is even, else 1, ring = min(8, (101376 - HP (25344 - 8704 PB)) /
-// (32 D + 2048)) V stages (what 99 KB holds); merge<D, G> grid (kv_heads * G, rows) of 256 threads.
+// traps on any other size), HP = 4 heads per pass where 4 divides G on SMs of 227 KB, else 2 where G is even, else
+// 1 (WP_MAX_PASS caps it), ring = min(8, (optin - HP (25344 - 8704 PB)) / (32 D + 2048)) V
+// stages, optin the SM's opt-in bytes per block (99 KB; sm_80 163 KB; sm_90, 100 227 KB); merge<D, G> grid
+// (kv_heads * G, rows) of 256 threads.
 //
 // Partials' shared memory, in bytes, for a pass over HP query heads:
-//   [0, HP (25344 - 8704 PB))   fp32 s_s[HP][16][260]           the pass's scores of the chunk, then over them
+//   [0, HP (25344 - 8704 PB))   bf16 q_s[HP][16][D]             the pass's Q (16-byte pieces swizzled), then over it
+//                               fp32 s_s[HP][16][260]           its scores of the chunk, then over them
 //                               bf16 p_s[HP][parts][16][264]    its p as bf16 parts (P32: hi, mid, lo; bf16 P: p)
 //   [.., + ring (32 D + 2048))  bf16 v_s[8][ring][16][D/8 + 8]  each warp's V stages in flight (cp.async)
-// Each warp reads the K rows of its own keys and the V columns of its own dims, so neither is shared: K goes
-// straight to registers, V through the warp's own ring (ldmatrix.trans); both serve the pass's HP heads.
+// Every warp reads the whole of the band's Q, staged once per pass; each warp reads the K rows of its own keys
+// and the V columns of its own dims, so neither is shared: K goes straight to registers, V through the warp's own
+// ring (ldmatrix.trans); both serve the pass's HP heads.
 
 #include <cuda_bf16.h>
 #include "tensor_core.cuh"
@@ -39,9 +43,9 @@
 #define WP_P_ROUND(p, pb) ((pb) ? __bfloat162float(__float2bfloat16_rn(p)) : (p))
 #endif
 
-// Query heads per pass over a chunk's K and V at most (a bench variant may set 1: one head per pass).
+// Query heads per pass over a chunk's K and V at most: 1, 2 or 4 (four where G allows, on SMs of 227 KB).
 #ifndef WP_MAX_PASS
-#define WP_MAX_PASS 2
+#define WP_MAX_PASS 4
 #endif
 
 // Merge weight of a chunk with maximum m_c under the row's maximum M.
@@ -65,17 +69,31 @@ constexpr int kParts = PB ? 1 : 3;  // bf16 parts of p: fp32 p is exactly hi + m
 template <int D>
 constexpr int kVStride = D / 8 + 8;  // bf16 per V stage row (a warp's D / 8 dims and 16 bytes of padding)
 
-template <int D, int G>
-constexpr int kPass = G % 2 == 0 && WP_MAX_PASS >= 2 ? 2 : 1;  // query heads per pass over the chunk's K and V
-
-constexpr int kSmemLimit = 99 * 1024;  // the opt-in maximum of sm_86, 89, 120 and 121
-
-// The scores of a pass, then (over them, once read) its p as bf16 parts: whichever is larger.
-template <int D, int G, int PB>
-constexpr int kFrontBytes = kPass<D, G> * (PB ? kBand * kSStride * 4 : kParts<PB> * kBand * kPStride * 2);
+// The shared memory a block may opt in to on the SM this compiles for (the contract's {smem_optin}).
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030 || \
+                               __CUDA_ARCH__ == 1100)
+constexpr int kSmemLimit = 227 * 1024;
+#elif defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870)
+constexpr int kSmemLimit = 163 * 1024;
+#else
+constexpr int kSmemLimit = 99 * 1024;  // sm_86, 88, 89, 120, 121
+#endif
 
 template <int D>
 constexpr int kStageBytes = kWarps * 16 * kVStride<D> * 2;  // one V stage of every warp
+
+// One head's scores of a chunk, then (over them, once read) its p as bf16 parts: whichever is larger.
+template <int PB>
+constexpr int kHeadFront = PB ? kBand * kSStride * 4 : kParts<PB> * kBand * kPStride * 2;
+
+// Query heads per pass over the chunk's K and V.
+template <int D, int G, int PB>
+constexpr int kPass = G % 4 == 0 && WP_MAX_PASS >= 4 && kSmemLimit >= 227 * 1024 ? 4  // sm_90, 100: 227 KB
+                      : G % 2 == 0 && WP_MAX_PASS >= 2                            ? 2
+                                                                                  : 1;
+
+template <int D, int G, int PB>
+constexpr int kFrontBytes = kPass<D, G, PB> * kHeadFront<PB>;
 
 // V stages of 16 keys in flight per warp: as many as the rest of the limit holds, at most 8.
 template <int D, int G, int PB>
@@ -87,7 +105,7 @@ template <int D, int G, int PB>
 constexpr int kSmemBytes = kFrontBytes<D, G, PB> + kRing<D, G, PB> * kStageBytes<D>;
 
 template <int D, int G, int PB>
-constexpr int kMinBlocks = (D == 512 && PB) || kPass<D, G> == 2 ? 1 : 2;  // two per SM where 128 registers do
+constexpr int kMinBlocks = D == 512 || kPass<D, G, PB> > 1 ? 1 : 2;  // two per SM where 128 registers do
 
 using tc::neg_inf;
 
@@ -132,28 +150,30 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
                        int n_seq) {
   static_assert(D == 128 || D == 256 || D == 512, "head dim 128, 256 or 512");
   static_assert(G >= 1 && G <= 16, "1 to 16 query heads per key head");
-  static_assert(wp::kSmemBytes<D, G, PB> <= wp::kSmemLimit, "partials shared memory exceeds what sm_86, 89, 120 give");
-  constexpr int HP = wp::kPass<D, G>;          // heads per pass
+  static_assert(wp::kSmemBytes<D, G, PB> <= wp::kSmemLimit, "partials shared memory exceeds what the SM gives");
+  static_assert(wp::kRing<D, G, PB> >= 2, "two V stages at least: one read while the next lands");
+  constexpr int HP = wp::kPass<D, G, PB>;      // heads per pass
   constexpr int NT = D / 64;                   // PV n-tiles of 8 dims per warp
   constexpr int kParts = wp::kParts<PB>;
   constexpr int kRing = wp::kRing<D, G, PB>;
   constexpr int VS = wp::kVStride<D>;
   constexpr int kPieces = D / 64;              // 16-byte pieces of a warp's dims in one V row
+  static_assert(32 % kPieces == 0 && 16 * kPieces >= 32, "a stage's pieces split evenly over the lanes");
   constexpr int kSteps = wp::kChunk / 16;      // PV k-steps per chunk
   constexpr int kPairs = 2 * HP;               // (head, row) pairs per warp in the softmax
   constexpr int kQSteps = D / 32;              // score steps of 32 dims (two k-steps each)
-  constexpr int kAhead = D == 128 ? 3 : 1;     // score steps whose fragments load ahead (kAhead + 1 | kQSteps)
+  constexpr int kAhead = wp::kMinBlocks<D, G, PB> == 2 ? 1 : 3;  // K steps loaded ahead (kAhead + 1 | kQSteps)
+  constexpr int kQPieces = D / 8;              // 16-byte pieces of one Q row
   static_assert(kQSteps % (kAhead + 1) == 0, "score steps come in groups of kAhead + 1");
-  struct ScoreFrag {
-    uint4 a[HP], b[HP], k[4];  // Q rows gr and gr + 8 of each head, K of the warp's 4 n-tiles
-  };
+  static_assert(HP * wp::kBand * D * 2 <= wp::kFrontBytes<D, G, PB>, "the pass's Q fits where its scores go");
   extern __shared__ __align__(16) unsigned char wp_smem[];
-  float* s_s = reinterpret_cast<float*>(wp_smem);                    // [HP][16][kSStride] scores
+  unsigned short* q_s = reinterpret_cast<unsigned short*>(wp_smem);  // [HP][16][D] the pass's Q (swizzled)
+  float* s_s = reinterpret_cast<float*>(wp_smem);                    // [HP][16][kSStride] scores, over it
   unsigned short* p_s = reinterpret_cast<unsigned short*>(wp_smem);  // [HP][parts][16][kPStride] p, over them
   unsigned short* v_all = reinterpret_cast<unsigned short*>(wp_smem + wp::kFrontBytes<D, G, PB>);
   unsigned dyn_bytes;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
-  if (dyn_bytes < static_cast<unsigned>(wp::kSmemBytes<D, G, PB>)) __trap();  // launched with less than the layout
+  if (dyn_bytes != static_cast<unsigned>(wp::kSmemBytes<D, G, PB>)) __trap();  // the launch must give the layout
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int gr = lane / 4, c4 = lane % 4;
@@ -176,7 +196,6 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   const long long head_base = static_cast<long long>(seq_slot[band.seq]) * ring * kv_heads * D +
                               static_cast<long long>(kh) * D;
   const int row_elems = kv_heads * D;  // one cache row of every key head
-  const bool row_a = gr < band.rows, row_b = gr + 8 < band.rows;
 
   for (int c = c_lo + blockIdx.z; c <= c_hi; c += gridDim.z) {
     const int key0 = origin + c * wp::kChunk;  // absolute position of the chunk's first key
@@ -186,8 +205,9 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
     auto stage_v = [&](int st) {
       if (st < kSteps) {
         unsigned short* dst = v_s + (st % kRing) * 16 * VS;
-        for (int e = lane; e < 16 * kPieces; e += 32) {
-          const int i = e / kPieces, piece = e % kPieces;
+#pragma unroll
+        for (int n = 0; n < 16 * kPieces / 32; ++n) {  // lane copies piece lane % kPieces of rows i, i + 32 / kPieces..
+          const int i = lane / kPieces + n * (32 / kPieces), piece = lane % kPieces;
           const int p = key0 + 16 * st + i;
           const bool on = p >= lo_key && p <= hi_key;
           int row = ring0 + 16 * st + i;  // p's cache row
@@ -211,57 +231,66 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
 
     for (int g = 0; g < G; g += HP) {
       const int h0 = kh * G + g;  // the pass's first query head
-      const uint4* q_row[HP];     // row gr of each head at this lane's dims (row gr + 8 is hq * D uint4 further)
-#pragma unroll
-      for (int hh = 0; hh < HP; ++hh) {
-        q_row[hh] = reinterpret_cast<const uint4*>(q + (static_cast<long long>(band.row0 + gr) * hq + h0 + hh) * D +
-                                                   8 * c4);
+      __syncthreads();  // the previous pass's p is read by all (and each warp's ring): Q goes over it
+      // The pass's Q rows into q_s, rows past the band zero; piece i of row r at piece i ^ 4 (r % 2), so that
+      // the score loop's 16-byte reads (rows 2 k and 2 k + 1 in one phase) hit distinct banks.
+      for (int e = tid; e < HP * wp::kBand * kQPieces; e += wp::kThreads) {
+        const int hh = e / (wp::kBand * kQPieces), r = e / kQPieces % wp::kBand, piece = e % kQPieces;
+        const bool on = r < band.rows;
+        const long long row = band.row0 + (on ? r : 0);
+        const unsigned short* src = q + (row * hq + h0 + hh) * D + 8 * piece;
+        tc::cp_async16(q_s + (hh * wp::kBand + r) * D + 8 * (piece ^ ((r & 1) << 2)), src, on ? 16u : 0u);
       }
-      __syncwarp();  // the previous pass's ldmatrix reads of this warp's ring are done
+      tc::cp_async_commit();
 #pragma unroll
       for (int st = 0; st < kRing - 1; ++st) stage_v(st);  // V loads overlap the scores and the softmax
+      tc::cp_async_wait<kRing - 1>();  // this thread's Q pieces have landed (the V stages after them may not)
+      __syncthreads();                 // and every thread's
 
       // Scores: 4 n-tiles per warp and head, k-steps over D in the decode kernel's order (lane c4 holds dims
       // 32 p + 8 c4 + 0..3 in step 2 p and + 4..7 in step 2 p + 1); one K fragment serves the pass's heads, and
-      // the Q and K fragments of the next kAhead steps are in flight while a step's mma run.
+      // the K fragments of the next kAhead steps are in flight while a step's mma run.
       float acc[HP][4][4];
 #pragma unroll
       for (int hh = 0; hh < HP; ++hh)
 #pragma unroll
         for (int t = 0; t < 4; ++t) acc[hh][t][0] = acc[hh][t][1] = acc[hh][t][2] = acc[hh][t][3] = 0.0f;
-      ScoreFrag frag[kAhead + 1];
-      auto load_frag = [&](ScoreFrag& f, int p) {
+      uint4 kf[kAhead + 1][4];  // K of the warp's 4 n-tiles, one step per slot
+      auto load_k = [&](uint4 (&f)[4], int p) {
 #pragma unroll
-        for (int hh = 0; hh < HP; ++hh) {
-          f.a[hh] = row_a ? __ldg(q_row[hh] + 4 * p) : make_uint4(0, 0, 0, 0);
-          f.b[hh] = row_b ? __ldg(q_row[hh] + hq * D + 4 * p) : make_uint4(0, 0, 0, 0);  // row gr + 8
-        }
-#pragma unroll
-        for (int t = 0; t < 4; ++t) f.k[t] = k_ptr[t] ? __ldg(k_ptr[t] + 4 * p) : make_uint4(0, 0, 0, 0);
+        for (int t = 0; t < 4; ++t) f[t] = k_ptr[t] ? __ldg(k_ptr[t] + 4 * p) : make_uint4(0, 0, 0, 0);
       };
+      const int q_swz = (gr & 1) << 2;  // rows gr and gr + 8 share the swizzle
 #pragma unroll
-      for (int i = 0; i < kAhead; ++i) load_frag(frag[i], i);
+      for (int i = 0; i < kAhead; ++i) load_k(kf[i], i);
 #pragma unroll 1
-      for (int p0 = 0; p0 < kQSteps; p0 += kAhead + 1) {  // slot i of frag holds step p0 + i
+      for (int p0 = 0; p0 < kQSteps; p0 += kAhead + 1) {  // slot i of kf holds step p0 + i
 #pragma unroll
         for (int i = 0; i <= kAhead; ++i) {
           const int p = p0 + i;
-          if (p + kAhead < kQSteps) load_frag(frag[(i + kAhead) % (kAhead + 1)], p + kAhead);
-          const ScoreFrag& f = frag[i];
+          if (p + kAhead < kQSteps) load_k(kf[(i + kAhead) % (kAhead + 1)], p + kAhead);
+          const uint4* k = kf[i];
+          uint4 a[HP], b[HP];  // Q rows gr and gr + 8 of each head at this lane's dims
+#pragma unroll
+          for (int hh = 0; hh < HP; ++hh) {
+            const unsigned short* qa = q_s + (hh * wp::kBand + gr) * D + 8 * ((4 * p + c4) ^ q_swz);
+            a[hh] = *reinterpret_cast<const uint4*>(qa);
+            b[hh] = *reinterpret_cast<const uint4*>(qa + 8 * D);
+          }
           // rounding: one k-step each, dims + 0..3 then + 4..7 per accumulator (the independent ones in between)
 #pragma unroll
           for (int t = 0; t < 4; ++t)
 #pragma unroll
             for (int hh = 0; hh < HP; ++hh)
-              tc::mma_bf16(acc[hh][t], f.a[hh].x, f.b[hh].x, f.a[hh].y, f.b[hh].y, f.k[t].x, f.k[t].y);
+              tc::mma_bf16(acc[hh][t], a[hh].x, b[hh].x, a[hh].y, b[hh].y, k[t].x, k[t].y);
 #pragma unroll
           for (int t = 0; t < 4; ++t)
 #pragma unroll
             for (int hh = 0; hh < HP; ++hh)
-              tc::mma_bf16(acc[hh][t], f.a[hh].z, f.b[hh].z, f.a[hh].w, f.b[hh].w, f.k[t].z, f.k[t].w);
+              tc::mma_bf16(acc[hh][t], a[hh].z, b[hh].z, a[hh].w, b[hh].w, k[t].z, k[t].w);
         }
       }
-      __syncthreads();  // the previous pass's p, which the scores overwrite, is read by all
+      __syncthreads();  // every warp has read Q: the scores go over it
 #pragma unroll
       for (int hh = 0; hh < HP; ++hh) {
         float* srow = s_s + hh * wp::kBand * wp::kSStride;

@@ -194,6 +194,31 @@ def test_a_benchmarked_prompt_chunk_counts_only_visible_keys():
     assert call.fixed_inputs["seq_pos0"].tolist() == [512] and call.fixed_inputs["seq_row0"].tolist() == [0, 512]
     assert [launch.grid for launch in call.launches] == [(32, 1, 4), (16, 512, 1)]  # bands fastest
     assert call.sdpa["queries"] == 512 and call.sdpa["causal"] == "lower_right"
+    # issued tensor work: band b (rows 512 + 16 b ..) runs chunks 0 .. its last row // 256, 16 heads, scores plus
+    # one PV per part of p (P32: three)
+    chunks = sum((512 + 16 * b + 15) // 256 + 1 for b in range(32))
+    assert call.mma_flops == chunks * 16 * (2 * 16 * 256 * 512) * (1 + 3)
+    assert twin.mma_flops == chunks * 16 * (2 * 16 * 256 * 512) * (1 + 1)
+
+
+def test_a_prompt_bench_row_says_how_far_it_is_from_the_mma_ceiling():
+    import dataclasses
+
+    from kcontract.bench.run import _line, timing_row
+    from kcontract.families.attention.prompt_bench import prompt_call
+    from kcontract.families.attention.spec import Shape
+
+    call = prompt_call(Shape(head_dim=256, q_heads=16, kv_heads=8), keys=8192, chunk=256, scale=0.06, p_bf16=True)
+    row = timing_row("e", call, us=1000.0, graph_us=990.0, ceiling={"read_gbps": 4000.0, "mma_tflops": 600.0},
+                     torch_us=None, torch_note="no kernel")
+    useful, issued = call.flops / 1e9, call.mma_flops / 1e9  # TFLOP/s at 1000 us
+    assert row["tflops"] == round(useful, 1) and row["issued_tflops"] == round(issued, 1)
+    assert row["mma_ratio"] == round(useful / 600, 3) and row["issued_ratio"] == round(issued / 600, 3)
+    line = _line(row)
+    assert f"TFLOP/s useful = {100 * useful / 600:.0f} % of the mma ceiling ({round(issued, 1)} TFLOP/s issued" in line
+    decode = timing_row("d", dataclasses.replace(call, mma_flops=0), 1000.0, 990.0,
+                        {"read_gbps": 4000.0, "mma_tflops": 600.0}, None, "no kernel")
+    assert "mma_ratio" not in decode  # a call that counts no tensor work is judged by its bytes only
 
 
 def test_the_receipt_shows_prompt_speed_in_tflops():
@@ -203,6 +228,11 @@ def test_the_receipt_shows_prompt_speed_in_tflops():
            "ratio": 0.02, "tflops": 130.5, "torch_us": 2000.0, "torch": "efficient", "torch_tflops": 65.2}
     text = receipt_markdown({"bench": [row], "bench_ceiling": {"read_gbps": 4500, "copy_gbps": 4200}})
     assert "| prompt d512 16/1 | 512 | 8192 | 1000.0 | 990.0 | 100.0 | 2 % | 130.5 | 2000.0 | 65.2 |" in text
+    row |= {"mma_tflops": 600.0, "issued_tflops": 261.0, "mma_ratio": 0.2175, "issued_ratio": 0.435}
+    ceiling = {"read_gbps": 4500, "copy_gbps": 4200, "mma_tflops": 600}
+    text = receipt_markdown({"bench": [row], "bench_ceiling": ceiling})
+    assert "bf16 mma.sync ceiling 600 TFLOP/s" in text
+    assert "| 100.0 | 22 % mma, 44 % issued | 130.5 |" in text
 
 
 def test_a_sliding_chunk_with_image_spans_is_also_run_started_earlier():

@@ -165,6 +165,39 @@ def test_limit_problems_may_not_grow_past_the_baseline(tmp_path):
     assert baseline["limit_problems"] == 2 and len(baseline["problems"]) == 2
 
 
+def test_a_launch_sized_by_each_sms_opt_in_is_recorded_and_checked_per_sm(tmp_path):
+    contract = project(tmp_path)
+    per_sm = '{source: kernels/tiny.cu, symbols: {scale: "tiny_scale<32>", round: tiny_round}, ' \
+             'launch: {scale: {threads: 128, dynamic_smem: "min(150000, {smem_optin} - 1024)"}}}'
+    contract.write_text(CONTRACT.replace("DYN", "0").replace(
+        '{source: kernels/tiny.cu, symbols: {scale: "tiny_scale<32>", round: tiny_round}}', per_sm))
+    loaded = load_contract(str(contract))
+    bytes_on = {"sm_80": 150000, "sm_86": 98 * 1024, "sm_90": 150000, "sm_120": 98 * 1024}  # the kernel's 128
+    # static bytes fit beside
+    assert loaded.entries[0].kernel.cuda.launch["scale"].dynamic_smem == bytes_on
+    report = check_records(loaded, update=True)
+    assert report.passed and not report.problems
+    record = json.loads((tmp_path / "records" / toolchain_id() / "tiny.json").read_text())
+    assert record["kernels"]["scale"]["dynamic_smem"] == bytes_on
+    assert {sm: record["kernels"]["scale"]["sms"][sm]["opt_in"] for sm in bytes_on} == dict.fromkeys(bytes_on, True)
+    assert record_row(tmp_path / "records", toolchain_id(), "tiny", "scale", "sm_86")["dynamic_smem"] == 98 * 1024
+    assert check_records(load_contract(str(contract)), update=False).passed  # current, per SM
+    fixed = contract.read_text().replace('"min(150000, {smem_optin} - 1024)"', "150000")
+    contract.write_text(fixed)  # one size for all: illegal where 99 KB is the most a block gets
+    grown = check_records(load_contract(str(contract)), update=False)
+    assert sorted(p.split(": ")[1] for p in grown.new_problems) == ["illegal launch on sm_120", "illegal launch on sm_86"]
+
+
+def test_a_per_sm_launch_names_the_sm_it_lacks():
+    from kcontract.errors import UsageError
+    from kcontract.records.shapes import LaunchShape
+
+    shape = LaunchShape(128, {"sm_86": 101376, "sm_90": 150000})
+    assert shape.smem_on("sm_90a") == 150000 and LaunchShape(128, 4096).smem_on("sm_100") == 4096
+    with pytest.raises(UsageError, match=r"none for sm_100: add sm_100 to the contract's `targets`"):
+        shape.smem_on("sm_100")
+
+
 def test_dumps_keeps_leaf_mappings_on_one_line():
     text = dumps({"b": 1, "a": {"sm_100": {"x": 1}, "sm_80": {"x": 2}}})
     assert text.splitlines() == ['{', '  "a": {', '    "sm_80": {"x": 2},', '    "sm_100": {"x": 1}', '  },',

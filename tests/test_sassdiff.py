@@ -186,5 +186,6 @@ def test_an_old_contract_with_named_kernels_that_no_longer_loads_is_named(tmp_pa
     path = tmp_path / "contract.yaml"
     path.write_text("version: 1\nseed: 1\nentries:\n  - {name: e, family: attention.decode, kernel: window_old,"
                     " shape: {head_dim: 99}}\n")
-    with pytest.raises(ContractError, match="kernel 'window_old' is named"):
+    with pytest.raises(ContractError, match="kernel 'window_old' is named") as caught:
         contract_kernels(path, "HEAD~3:contract.yaml")
+    assert "run sass-diff from its checkout" in caught.value.message and "window_old" in caught.value.message

@@ -66,6 +66,18 @@ def test_every_default_target_compiles_with_mangled_names():
         assert f"for '{sm}'" in result.log
 
 
+def test_the_bench_ceiling_kernels_compile_for_every_default_target(tmp_path):
+    from kcontract.bench.ceiling import MMA_SOURCE, READ_SOURCE
+
+    for sm in DEFAULT_TARGETS:
+        for source, name in ((READ_SOURCE, "read_all"), (MMA_SOURCE, "mma_loop")):
+            result = _compile(sm, (name,), source.encode())
+            assert isinstance(result, Compiled), (sm, name, getattr(result, "log", ""))
+    cubin = tmp_path / "mma.cubin"
+    cubin.write_bytes(_compile("sm_90", ("mma_loop",), MMA_SOURCE.encode()).cubin)
+    assert "HMMA.16816.F32.BF16" in tools.run_tool("nvdisasm", ["-c", str(cubin)])  # the timed loop is tensor work
+
+
 def test_cubins_are_byte_identical_across_compiles():
     assert _compile("sm_90").cubin == _compile("sm_90").cubin
 

@@ -27,6 +27,22 @@ def test_the_variant_keeps_the_chosen_entries_and_adds_the_define():
         out.unlink(missing_ok=True)
 
 
+def test_a_role_gets_the_variants_own_shared_memory_expression():
+    out = ROOT / "contract-variant-smem-test.yaml"
+    try:
+        done = subprocess.run([sys.executable, str(TOOL), "window_prompt", "--define", "WP_MAX_PASS=1", "--only",
+                               "prompt_d512_g16_p32", "--smem", "partials=1000 + {head_dim}", "--out", str(out)],
+                              cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        (entry,) = load_contract(str(out), import_kernels=False).entries
+        assert entry.kernel.cuda.launch["partials"].dynamic_smem == 1512
+    finally:
+        out.unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, str(TOOL), "window_prompt", "--define", "X=1", "--smem", "merge=1",
+                           "--out", "/dev/null"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and "one of window_prompt's launch roles (partials)" in done.stderr
+
+
 def test_an_unknown_kernel_is_named():
     done = subprocess.run([sys.executable, str(TOOL), "window_nothing", "--define", "X=1", "--out", "/dev/null"],
                           cwd=ROOT, capture_output=True, text=True)

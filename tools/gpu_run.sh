@@ -6,11 +6,20 @@
 # KCONTRACT_GIT_COMMIT and KCONTRACT_GIT_DIRTY.
 # Mutation campaigns (each compiles nothing here: gpu_prepare.sh prepared them) run each entry's controls and then
 # compute-sanitizer on survivors: give one 200 s or more, and a call few of them.
-# PACK_TO=DIR (the device call's $OUT) gets receipt.json and everything else as one logs.tgz at the end: a call
-# brings back few files (eight came back of nine), and OUT on /tmp outlives a call while the machine stays warm.
+# PACK_TO=DIR (give it the device call's $OUT: `PACK_TO=$OUT bash tools/gpu_run.sh`) gets receipt.json and
+# everything else as one logs.tgz at the end (a call brings back few files); the logs then stay in LOGS (default
+# /tmp/kcontract-out), which outlives a call while the machine stays warm. Without PACK_TO they go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/kcontract-out}
+if [ -n "${PACK_TO:-}" ]; then
+  OUT=${LOGS:-/tmp/kcontract-out}
+  if [ "$(realpath -m "$PACK_TO")" = "$(realpath -m "$OUT")" ]; then
+    echo "gpu_run: PACK_TO is the log folder $OUT itself: give PACK_TO the call's \$OUT and leave OUT alone" >&2
+    exit 2
+  fi
+else
+  OUT=${OUT:-/tmp/kcontract-out}
+fi
 STEPS=${STEPS:-probe,run,warm,undeclared,sanitize,mutate,bench,variant,ncu,tests}
 MUTATE_OUT=${MUTATE_OUT:-/tmp/kcontract-mutate}  # per-entry campaign JSONs, gathered into $OUT/mutate.json
 mkdir -p "$OUT" "$MUTATE_OUT"
@@ -110,5 +119,5 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 if [ -n "${PACK_TO:-}" ]; then
   mkdir -p "$PACK_TO"
   [ -f "$OUT/receipt.json" ] && cp "$OUT/receipt.json" "$PACK_TO/receipt.json"
-  tar -czf "$PACK_TO/logs.tgz" -C "$OUT" --exclude=./receipt.json . && echo "packed: $PACK_TO/receipt.json, logs.tgz"
+  tar -czf "$PACK_TO/logs.tgz" -C "$OUT" --exclude=./receipt.json --exclude=./logs.tgz . && echo "packed: $PACK_TO/receipt.json, logs.tgz"
 fi

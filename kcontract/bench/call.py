@@ -22,7 +22,8 @@ class BenchCall:
     scalars: dict[str, np.generic]
     launches: tuple[KernelLaunch, ...]
     bytes: int  # the fewest bytes the call must move (inputs read once, workspace written and read, output)
-    flops: int = 0
+    flops: int = 0  # useful flops: visible keys only
+    mma_flops: int = 0  # flops the kernel issues on tensor cores (whole tiles, every part of p); 0: none counted
     sdpa: dict = field(default_factory=dict)  # the same call for torch: batch, q_heads, kv_heads, keys, head_dim
 
 

@@ -58,12 +58,13 @@ def bench_command(contract_path, only, keys, rows, repeat, json_path, receipt_pa
 
 
 def bench_table(rows: list[dict]) -> Table:
-    """One row per call: time, graph time, GB/s, share of the read ceiling, torch."""
+    """One row per call: time, graph time, GB/s, share of the read ceiling (prompt: of the mma ceiling), torch."""
     table = Table(title="bench")
     for col in ("shape", "rows", "keys", "us", "graph us", "GB/s", "ceiling", "TFLOP/s", "torch us"):
         table.add_column(col, overflow="fold", justify="left" if col == "shape" else "right")
     for r in rows:
         table.add_row(Text(r["shape"]), str(r["rows"]), str(r["keys"]), f"{r['us']:.1f}", f"{r['graph_us']:.1f}",
-                      f"{r['gbps']:.0f}", f"{100 * r['ratio']:.0f} %", f"{r.get('tflops', 0):.1f}",
+                      f"{r['gbps']:.0f}", (f"{100 * r['mma_ratio']:.0f} % mma" if "mma_ratio" in r
+                                           else f"{100 * r['ratio']:.0f} %"), f"{r.get('tflops', 0):.1f}",
                       f"{r['torch_us']:.1f}" if r["torch_us"] is not None else Text(r["torch"]))
     return table

@@ -12,6 +12,7 @@ import string
 import traceback
 
 from kcontract.contract.model import CudaKernel, KernelRef
+from kcontract.records.limits import limits_for
 
 
 def fill_symbols(kernel: CudaKernel, args: dict[str, object]) -> tuple[CudaKernel | None, str | None]:
@@ -28,20 +29,49 @@ def fill_symbols(kernel: CudaKernel, args: dict[str, object]) -> tuple[CudaKerne
     return kernel.model_copy(update={"symbols": filled}), None
 
 
-def fill_launch(kernel: CudaKernel, args: dict[str, object]) -> tuple[CudaKernel | None, str | None]:
-    """The kernel with every `launch` expression evaluated over the template arguments, checked for range."""
+SMEM_OPTIN = "smem_optin"  # in a dynamic_smem expression: the target SM's opt-in shared memory per block, bytes
+
+
+def fill_launch(kernel: CudaKernel, args: dict[str, object], targets: list[str]
+                ) -> tuple[CudaKernel | None, str | None]:
+    """The kernel with every `launch` expression evaluated over the template arguments, checked for range; a
+    dynamic_smem that names {smem_optin} (or gives bytes per SM) becomes {sm: bytes} where the targets differ."""
     shapes = {}
     for role, shape in kernel.launch.items():
         values = {}
         for field, low, high in (("threads", 1, 1024), ("dynamic_smem", 0, 1 << 20)):
-            value, why = _integer(getattr(shape, field), args)
+            value, why = _launch_value(getattr(shape, field), field, args, targets, (low, high))
             if why:
-                return None, f"launch `{role}` {field}: {why}"
-            if not low <= value <= high:
-                return None, f"launch `{role}` {field} between {low} and {high}, given: {value}"
+                return None, f"launch `{role}` {field}{why}"
             values[field] = value
         shapes[role] = shape.model_copy(update=values)
     return kernel.model_copy(update={"launch": shapes}), None
+
+
+def _launch_value(given: int | str | dict, field: str, args: dict[str, object], targets: list[str],
+                  bounds: tuple[int, int]) -> tuple[int | dict[str, int], str | None]:
+    """One launch field: an integer, or {sm: integer} where it differs per target SM; or why not (`: ...`)."""
+    per_sm = isinstance(given, dict) or (field == "dynamic_smem" and SMEM_OPTIN in _names(given))
+    found = {}
+    for sm in targets if per_sm else [""]:
+        where = f" on {sm}" if sm else ""
+        if isinstance(given, dict):  # bytes per SM, as a loaded contract writes them back
+            value = given.get(sm, given.get(sm.rstrip("af")))
+            if value is None:
+                return 0, f": bytes for every target SM, none given for {sm}"
+        else:
+            value, why = _integer(given, {**args, SMEM_OPTIN: limits_for(sm).smem_per_block_optin} if sm else args)
+            if why:
+                return 0, f"{where}: {why}"
+        if not bounds[0] <= value <= bounds[1]:
+            return 0, f"{where} between {bounds[0]} and {bounds[1]}, given: {value}"
+        found[sm] = value
+    return (found if len(set(found.values())) > 1 else next(iter(found.values()))), None
+
+
+def _names(value: int | str) -> list[str]:
+    """The {placeholders} of an expression."""
+    return [] if isinstance(value, int) else [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
 
 
 _OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
@@ -54,8 +84,7 @@ def _integer(value: int | str, args: dict[str, object]) -> tuple[int, str | None
     """An integer, or an expression (GRAMMAR) over integers and {placeholders}; (value, why not)."""
     if isinstance(value, int):
         return value, None
-    names = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
-    unknown = [n for n in names if n not in args]
+    unknown = [n for n in _names(value) if n not in args]
     if unknown:
         return 0, f"names {{{unknown[0]}}}, which the family does not give (it gives: {', '.join(sorted(args))})"
     text = value.format_map(args)

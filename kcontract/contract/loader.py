@@ -154,7 +154,7 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
         if why:
             problems.add(parts + ["cuda", "symbols"], why)
             return None
-        cuda, why = fill_launch(cuda, family.template_args())
+        cuda, why = fill_launch(cuda, family.template_args(), model.targets)
         if why:
             problems.add(parts + ["cuda", "launch"], why)
             return None

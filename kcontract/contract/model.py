@@ -20,11 +20,13 @@ class Strict(BaseModel):
 class LaunchShape(Strict):
     """How one symbol is launched: threads per block and dynamic shared memory in bytes.
 
-    Either may be an integer expression of the family's template arguments: "17408 + 160 * {head_dim}".
+    Either may be an integer expression of the family's template arguments: "17408 + 160 * {head_dim}";
+    dynamic_smem may also name {smem_optin}, each target SM's opt-in bytes per block, or give {sm: bytes} for every
+    target (loaded, either is {sm: bytes} where the targets differ).
     """
 
     threads: int | str = 256
-    dynamic_smem: int | str = 0
+    dynamic_smem: int | str | dict[str, int] = 0
 
 
 class CudaKernel(Strict):

@@ -74,10 +74,11 @@ class CudaLauncher:
         shapes, errors = launch_shapes(entry.family, sorted(kernel.cuda.symbols), entry.name, kernel.cuda.launch)
         if errors:
             raise EnvironmentProblem("; ".join(errors))
+        self.smem = {role: shape.smem_on(self.sm) for role, shape in shapes.items()}  # bytes on this GPU
         self.shapes = shapes
-        for role, shape in shapes.items():
-            if shape.dynamic_smem > OPT_IN:
-                self.functions[role].max_dynamic_shared_size_bytes = shape.dynamic_smem
+        for role, smem in self.smem.items():
+            if smem > OPT_IN:
+                self.functions[role].max_dynamic_shared_size_bytes = smem
         self.streams = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True))
 
     def provenance(self) -> dict:
@@ -138,7 +139,7 @@ class CudaLauncher:
                                     f"problem does not hold")
             shape = self.shapes[step.role]
             self.functions[step.role](step.grid, (shape.threads, 1, 1), tuple(values[name] for name in step.args),
-                                      shared_mem=shape.dynamic_smem, stream=stream)
+                                      shared_mem=self.smem[step.role], stream=stream)
 
     def close(self) -> None:
         """Release the device memory this launcher's calls used, so workers sharing a GPU do not run out."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kcontract.records.records import read_json, record_path
+from kcontract.records.shapes import smem_on
 
 # attribute names as CuPy's Function.attributes gives them, and cudaFuncAttributes' spellings
 _ALIASES = {
@@ -20,7 +21,7 @@ def record_row(root: Path, toolchain: str, entry: str, role: str, sm: str) -> di
     row = (kernel or {}).get("sms", {}).get(sm)
     if row is None:
         return None
-    return {**row, "sm": sm, "threads": kernel["threads"], "dynamic_smem": kernel["dynamic_smem"],
+    return {**row, "sm": sm, "threads": kernel["threads"], "dynamic_smem": smem_on(kernel["dynamic_smem"], sm),
             "mangled": kernel["mangled"]}
 
 

@@ -17,7 +17,7 @@ from kcontract.records.records import (
     write_baseline,
     write_json,
 )
-from kcontract.records.shapes import launch_shapes
+from kcontract.records.shapes import launch_shapes, smem_on
 from kcontract.toolchain.build import Build, Failure, build, read_inputs
 from kcontract.toolchain.cache import CompileCache, default_root, inputs_digest
 from kcontract.toolchain.pins import toolchain_id
@@ -249,7 +249,7 @@ def _fresh_record(name: str, kernel, family, report: Gate5Report, units: dict, b
                               f"{facts['mangled']} (is `{expression}` a __global__ kernel?)")
                 continue
             check = check_launch(limits_for(sm), **resources.as_dict(), threads=shape.threads,
-                                 dynamic_smem=shape.dynamic_smem)
+                                 dynamic_smem=shape.smem_on(sm))
             facts["sms"][sm] = {**resources.as_dict(), "opt_in": check.opt_in, "blocks_per_sm": check.blocks_per_sm,
                                 "problems": list(check.problems)}
         record["kernels"][role] = facts
@@ -282,7 +282,7 @@ def compare(name: str, committed: dict | None, fresh: dict, targets: list[str],
             if sm not in kernel["sms"]:
                 continue
             facts = kernel["sms"][sm]
-            launch = {"threads": kernel["threads"], "dynamic_smem": kernel["dynamic_smem"]}
+            launch = {"threads": kernel["threads"], "dynamic_smem": smem_on(kernel["dynamic_smem"], sm)}
             if committed is None:
                 rows.append(Row(name, role, sm, "missing", f"no record {where}: {UPDATE_HINT}", facts, **launch))
                 continue

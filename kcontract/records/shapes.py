@@ -5,13 +5,30 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kcontract.errors import UsageError
+
+
+def smem_on(dynamic_smem: int | dict[str, int], sm: str) -> int:
+    """Dynamic shared memory on `sm`: the one value, or that SM's (sm_90a reads sm_90's) of a per-SM launch."""
+    if isinstance(dynamic_smem, int):
+        return dynamic_smem
+    for name in (sm, sm.rstrip("af")):
+        if name in dynamic_smem:
+            return dynamic_smem[name]
+    raise UsageError(f"the launch gives dynamic shared memory per SM ({', '.join(dynamic_smem)}) and none for {sm}: "
+                     f"add {sm} to the contract's `targets`")
+
 
 @dataclass(frozen=True)
 class LaunchShape:
-    """How a symbol is launched: threads per block and dynamic shared memory in bytes."""
+    """How a symbol is launched: threads per block and dynamic shared memory in bytes (one value, or per SM)."""
 
     threads: int
-    dynamic_smem: int
+    dynamic_smem: int | dict[str, int]
+
+    def smem_on(self, sm: str) -> int:
+        """The bytes a launch on `sm` gives."""
+        return smem_on(self.dynamic_smem, sm)
 
 
 def launch_shapes(family, roles: list[str], owner: str, overrides: dict | None = None
@@ -26,7 +43,7 @@ def launch_shapes(family, roles: list[str], owner: str, overrides: dict | None =
         if isinstance(threads, (list, tuple)):
             threads = math.prod(int(t) for t in threads)
         dynamic = item.get("dynamic_smem", 0) if isinstance(item, dict) else None
-        if not isinstance(role, str) or not isinstance(threads, int) or not isinstance(dynamic, int):
+        if not isinstance(role, str) or not isinstance(threads, int) or not isinstance(dynamic, (int, dict)):
             errors.append(f"{owner}: family {name} gave a launch shape {item!r}; expected "
                           "{'symbol': ROLE, 'threads': N or [x, y, z], 'dynamic_smem': BYTES}")
             continue

@@ -112,15 +112,19 @@ def receipt_markdown(receipt: dict) -> str:
     bench = receipt.get("bench") or []
     if bench:
         ceiling = receipt.get("bench_ceiling", {})
+        mma = (f"; bf16 mma.sync ceiling {ceiling['mma_tflops']:.0f} TFLOP/s (prompt rows: useful and issued tensor "
+               f"work against it)" if ceiling.get("mma_tflops") else "")
         lines += ["", f"Speed (GPU microseconds, median of CUDA-event timings with L2 flushed; read ceiling "
                       f"{ceiling.get('read_gbps', 0):.0f} GB/s, device-to-device copy {ceiling.get('copy_gbps', 0):.0f}"
-                      f" GB/s counted both ways):", "",
+                      f" GB/s counted both ways{mma}):", "",
                   "| shape | rows | keys | us | graph us | GB/s | of ceiling | TFLOP/s | torch us | torch TFLOP/s |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for r in bench:
             torch = r["torch_us"] if r.get("torch_us") is not None else r.get("torch", "")
+            share = (f"{100 * r['mma_ratio']:.0f} % mma, {100 * r['issued_ratio']:.0f} % issued" if "mma_ratio" in r
+                     else f"{100 * r['ratio']:.0f} %")
             lines.append(f"| {r['shape']} | {r['rows']} | {r['keys']} | {r['us']} | {r['graph_us']} | {r['gbps']} | "
-                         f"{100 * r['ratio']:.0f} % | {r.get('tflops', '')} | {torch} | {r.get('torch_tflops') or ''} |")
+                         f"{share} | {r.get('tflops', '')} | {torch} | {r.get('torch_tflops') or ''} |")
     kernels = {(e.get("kernel") or {}).get("toolchain") for e in receipt.get("entries", []) if e.get("kernel")}
     if kernels:
         lines += ["", f"Cubins built by: {', '.join(sorted(k for k in kernels if k))}"]

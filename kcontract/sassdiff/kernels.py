@@ -27,14 +27,14 @@ def contract_kernels(contract: Path, shown: str) -> tuple[list[str], list[Kernel
     try:
         loaded = load_contract(str(contract), import_kernels=False)
         return loaded.targets, contract_uses(loaded)
-    except ContractError:
-        return _lenient(contract, shown)
+    except ContractError as error:
+        return _lenient(contract, shown, error)
     finally:
         sys.path[:] = saved
 
 
-def _lenient(contract: Path, shown: str) -> tuple[list[str], list[KernelUse]]:
-    """Targets and CUDA kernels from the raw document (for contracts older than the current schema)."""
+def _lenient(contract: Path, shown: str, why: ContractError) -> tuple[list[str], list[KernelUse]]:
+    """Targets and CUDA kernels from the raw document (for contracts the current schema does not read)."""
     data = load_yaml(shown, contract.read_text()).data
     data = data if isinstance(data, dict) else {}
     targets = data.get("targets") or list(DEFAULT_TARGETS)
@@ -43,9 +43,11 @@ def _lenient(contract: Path, shown: str) -> tuple[list[str], list[KernelUse]]:
         for i, item in enumerate(data.get(kind) or []):
             ref = item.get("kernel") if isinstance(item, dict) else None
             if isinstance(ref, str):  # a named kernel: its symbols need the entry's family to fill them
+                cause = f"{why.path or 'file'}: {why.expected}"
                 raise ContractError(shown, None, f"{kind}[{i}].kernel",
-                                    f"a contract the current schema reads (kernel {ref!r} is named, and "
-                                    "this revision's contract does not load); compare revisions whose contracts load")
+                                    f"a contract this kcontract reads (kernel {ref!r} is named, and the revision's "
+                                    f"contract does not load: {cause}); if that revision is newer, run sass-diff "
+                                    "from its checkout, whose kcontract reads both")
             cuda = ref.get("cuda") if isinstance(ref, dict) else None
             if not isinstance(cuda, dict):
                 continue

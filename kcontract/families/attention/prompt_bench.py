@@ -22,6 +22,10 @@ def prompt_call(shape: Shape, keys: int, chunk: int, scale: float, p_bf16: bool,
     start = keys - rows
     n_part = -(-keys // chunk)
     visible = rows * start + rows * (rows + 1) // 2
+    # tensor-core work as issued: each band of 16 rows, per query head, runs whole chunks 0 .. (its last row) //
+    # chunk, scores (16 x chunk x d) and p times V once per part of p (bf16 P: 1; P32: hi, mid, lo)
+    band_chunks = sum((min(start + b + BAND, keys) - 1) // chunk + 1 for b in range(0, rows, BAND))
+    issued = band_chunks * hq * 2 * BAND * chunk * d * (1 + (1 if p_bf16 else 3))
     moved = keys * hk * d * 2 * 2 + rows * hq * n_part * (d + 2) * 4 * 2 + rows * hq * d * 2 * 2
     return BenchCall(
         label=f"prompt d{d} {hq}/{hk} {'bf16 P' if p_bf16 else 'P32'}", rows=rows, keys=keys,
@@ -35,6 +39,6 @@ def prompt_call(shape: Shape, keys: int, chunk: int, scale: float, p_bf16: bool,
                  "kv_heads": np.int32(hk), "n_seq": np.int32(1)},
         launches=(partials_launch(n_part, hk, -(-rows // BAND)),
                   KernelLaunch("merge", (hq, rows, 1), MERGE_ARGS)),
-        bytes=moved, flops=4 * hq * d * visible,
+        bytes=moved, flops=4 * hq * d * visible, mma_flops=issued,
         sdpa={"batch": 1, "q_heads": hq, "kv_heads": hk, "keys": keys, "head_dim": d, "scale": float(scale),
               "queries": rows, "causal": "lower_right"})
