@@ -1,0 +1,167 @@
+// Probe kernels: the same k-step chains through wgmma (sm_90a) and mma.sync, and a wgmma throughput ceiling.
+// Built here by NVRTC for sm_90a (wgmma_probe.py --build, -I kernels); loaded on the GPU from the cubin.
+//
+// A chain: one warpgroup per problem; A [steps][64][16], B [steps][8][16] (n rows, k contiguous), bf16 bits;
+// C [64][8] fp32; D [steps][64][8] holds the accumulator after each step (D_s = C_s + A_s B_s^T, C_0 = C,
+// C_s = D_{s-1}). Thread (warp w, lane gr * 4 + c4) holds rows 16 w + gr, + 8 and columns 2 c4, + 1 in both
+// kernels; the A fragment is mma.sync's m16n8k16 one in both.
+
+#include "tensor_core.cuh"
+
+namespace {
+
+__device__ __forceinline__ unsigned pack2(const unsigned short* p) {
+  return static_cast<unsigned>(p[0]) | (static_cast<unsigned>(p[1]) << 16);
+}
+
+// A fragment of rows 16 w + gr (+ 8), k 2 c4 (+ 8) of one step's [64][16] A.
+__device__ __forceinline__ void a_fragment(const unsigned short* a, int w, int gr, int c4, unsigned (&f)[4]) {
+  const unsigned short* r0 = a + (16 * w + gr) * 16;
+  const unsigned short* r1 = r0 + 8 * 16;
+  f[0] = pack2(r0 + 2 * c4);
+  f[1] = pack2(r1 + 2 * c4);
+  f[2] = pack2(r0 + 2 * c4 + 8);
+  f[3] = pack2(r1 + 2 * c4 + 8);
+}
+
+// A shared-memory matrix descriptor without swizzle: start, leading and stride byte offsets (16-byte units).
+__device__ __forceinline__ unsigned long long smem_desc(const void* p, unsigned lbo, unsigned sbo) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  return static_cast<unsigned long long>((addr >> 4) & 0x3fff) |
+         (static_cast<unsigned long long>((lbo >> 4) & 0x3fff) << 16) |
+         (static_cast<unsigned long long>((sbo >> 4) & 0x3fff) << 32);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+
+// d += A (registers, 64x16) * B (shared, 16x8 K-major): one wgmma k-step.
+__device__ __forceinline__ void wgmma_m64n8k16(float (&d)[4], const unsigned (&a)[4], unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(128)
+chain_wgmma(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b, const float* __restrict__ c,
+            float* __restrict__ d, int steps) {
+  __shared__ __align__(128) unsigned short b_s[2][8][8];  // core matrices k 0-7 and k 8-15, rows n 0-7
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, c4 = lane % 4;
+  const long long prob = blockIdx.x;
+  const float* cp = c + prob * 64 * 8;
+  float acc[4] = {cp[(16 * w + gr) * 8 + 2 * c4], cp[(16 * w + gr) * 8 + 2 * c4 + 1],
+                  cp[(16 * w + gr + 8) * 8 + 2 * c4], cp[(16 * w + gr + 8) * 8 + 2 * c4 + 1]};
+  for (int s = 0; s < steps; ++s) {
+    const unsigned short* as = a + (prob * steps + s) * 64 * 16;
+    const unsigned short* bs = b + (prob * steps + s) * 8 * 16;
+    __syncthreads();  // the previous step's wgmma has read b_s
+    {
+      const int n = threadIdx.x / 16, k = threadIdx.x % 16;  // 128 threads: one element each
+      b_s[k / 8][n][k % 8] = bs[n * 16 + k];
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes visible to wgmma
+    __syncthreads();
+    unsigned f[4];
+    a_fragment(as, w, gr, c4, f);
+    // both offsets 128 bytes: with N = 8 the stride offset is unused, whichever of the two walks k
+    const unsigned long long desc = smem_desc(&b_s[0][0][0], 128, 128);
+    wgmma_fence();
+    wgmma_m64n8k16(acc, f, desc);
+    wgmma_commit();
+    wgmma_wait0();
+    float* ds = d + (prob * steps + s) * 64 * 8;
+    ds[(16 * w + gr) * 8 + 2 * c4] = acc[0];
+    ds[(16 * w + gr) * 8 + 2 * c4 + 1] = acc[1];
+    ds[(16 * w + gr + 8) * 8 + 2 * c4] = acc[2];
+    ds[(16 * w + gr + 8) * 8 + 2 * c4 + 1] = acc[3];
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+chain_mma_sync(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
+               const float* __restrict__ c, float* __restrict__ d, int steps) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, c4 = lane % 4;
+  const long long prob = blockIdx.x;
+  const float* cp = c + prob * 64 * 8;
+  float acc[4] = {cp[(16 * w + gr) * 8 + 2 * c4], cp[(16 * w + gr) * 8 + 2 * c4 + 1],
+                  cp[(16 * w + gr + 8) * 8 + 2 * c4], cp[(16 * w + gr + 8) * 8 + 2 * c4 + 1]};
+  for (int s = 0; s < steps; ++s) {
+    const unsigned short* as = a + (prob * steps + s) * 64 * 16;
+    const unsigned short* bs = b + (prob * steps + s) * 8 * 16;
+    unsigned f[4];
+    a_fragment(as, w, gr, c4, f);
+    tc::mma_bf16(acc, f[0], f[1], f[2], f[3], pack2(bs + gr * 16 + 2 * c4), pack2(bs + gr * 16 + 2 * c4 + 8));
+    float* ds = d + (prob * steps + s) * 64 * 8;
+    ds[(16 * w + gr) * 8 + 2 * c4] = acc[0];
+    ds[(16 * w + gr) * 8 + 2 * c4 + 1] = acc[1];
+    ds[(16 * w + gr + 8) * 8 + 2 * c4] = acc[2];
+    ds[(16 * w + gr + 8) * 8 + 2 * c4 + 1] = acc[3];
+  }
+}
+
+// Throughput: each warpgroup runs `iters` groups of 8 chained m64n256k16 k-steps (A and B from shared memory,
+// 128 fp32 accumulators per thread); out gets one sum per thread so that nothing is dead code.
+extern "C" __global__ void __launch_bounds__(128)
+ceiling_wgmma(const unsigned short* __restrict__ src, float* __restrict__ out, int iters) {
+  __shared__ __align__(1024) unsigned short a_s[64 * 16];
+  __shared__ __align__(1024) unsigned short b_s[256 * 16];
+  for (int i = threadIdx.x; i < 64 * 16; i += 128) a_s[i] = src[i];
+  for (int i = threadIdx.x; i < 256 * 16; i += 128) b_s[i] = src[64 * 16 + i];
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  const unsigned long long da = smem_desc(a_s, 128, 256), db = smem_desc(b_s, 128, 256);
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  for (int it = 0; it < iters; ++it) {
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+          "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+          "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+          "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+          "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+          "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+          "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+          "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+          "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+          "%128, %129, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]), "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]),
+            "+f"(acc[7]), "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]), "+f"(acc[12]), "+f"(acc[13]),
+            "+f"(acc[14]), "+f"(acc[15]), "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]), "+f"(acc[24]), "+f"(acc[25]),
+            "+f"(acc[26]), "+f"(acc[27]), "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]), "+f"(acc[36]), "+f"(acc[37]),
+            "+f"(acc[38]), "+f"(acc[39]), "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
+            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]), "+f"(acc[48]), "+f"(acc[49]),
+            "+f"(acc[50]), "+f"(acc[51]), "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]), "+f"(acc[60]), "+f"(acc[61]),
+            "+f"(acc[62]), "+f"(acc[63]), "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]),
+            "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]), "+f"(acc[72]), "+f"(acc[73]),
+            "+f"(acc[74]), "+f"(acc[75]), "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]),
+            "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]), "+f"(acc[84]), "+f"(acc[85]),
+            "+f"(acc[86]), "+f"(acc[87]), "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]),
+            "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]), "+f"(acc[96]), "+f"(acc[97]),
+            "+f"(acc[98]), "+f"(acc[99]), "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]),
+            "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]), "+f"(acc[108]), "+f"(acc[109]),
+            "+f"(acc[110]), "+f"(acc[111]), "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]),
+            "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]), "+f"(acc[120]), "+f"(acc[121]),
+            "+f"(acc[122]), "+f"(acc[123]), "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
+          : "l"(da), "l"(db));
+    }
+    wgmma_commit();
+    wgmma_wait0();
+  }
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 128; ++i) s += acc[i];
+  out[blockIdx.x * 128 + threadIdx.x] = s;
+}
