@@ -14,7 +14,7 @@ import wgmma_probe as probe  # noqa: E402
 
 def _model_device(a, b, c):
     """A stand-in device that is the model: each step fed its own previous accumulator."""
-    d = np.empty(a.shape[:2] + (probe.M, probe.N))
+    d = np.empty(a.shape[:2] + (probe.M, b.shape[2]))
     acc = c
     for s in range(a.shape[1]):
         acc = probe.model_steps(a[:, s:s + 1], b[:, s:s + 1], acc[:, None])[:, 0]
@@ -56,4 +56,24 @@ def test_the_probe_builds_for_sm_90a_with_wgmma(tmp_path, monkeypatch):
     cubin = probe.build()
     sass = run_tool("nvdisasm", ["-c", str(cubin)])
     assert "HGMMA.64x8x16.F32.BF16" in sass and "HGMMA.64x256x16.F32.BF16" in sass
+    assert "HGMMA.64x64x16.F32.BF16" in sass and ".tnspB" in sass  # the prompt kernel's forms
     assert "HMMA.16816.F32.BF16" in sass  # the mma.sync chain it is compared with
+
+
+class _ModelGpu:
+    """A stand-in GPU whose wgmma is the model, laid out right only for one descriptor candidate per form."""
+
+    cp = np
+
+    def tile(self, a, b, c, form=None, lbo=0, sbo=0, mode=0):
+        right = form is None or (lbo, sbo, mode) == probe.FORMS[form][1][-1]
+        d = _model_device(a, b if right else b[:, :, ::-1], c)
+        return d.astype(np.float32)
+
+
+def test_layouts_name_the_descriptor_that_is_exact_and_compare_with_it():
+    found = probe.layouts(_ModelGpu(), np.random.default_rng(6), 4)
+    for form, (_, candidates) in probe.FORMS.items():
+        exact = [(r["lbo"], r["sbo"], r["mode"]) for r in found[form]["candidates"] if r["exact"]]
+        assert exact == [candidates[-1]]
+        assert found[form]["vs_model"]["different"] == 0 and found[form]["vs_mma_sync"]["different"] == 0

@@ -24,13 +24,19 @@ __device__ __forceinline__ void a_fragment(const unsigned short* a, int w, int g
   f[3] = pack2(r1 + 2 * c4 + 8);
 }
 
-// A shared-memory matrix descriptor without swizzle: start, leading and stride byte offsets (16-byte units).
-__device__ __forceinline__ unsigned long long smem_desc(const void* p, unsigned lbo, unsigned sbo) {
+// A shared-memory matrix descriptor: start, leading and stride byte offsets (16-byte units), swizzle mode in bits
+// 62-63 (0 none, 1 128-byte, 2 64-byte, 3 32-byte).
+__device__ __forceinline__ unsigned long long smem_desc(const void* p, unsigned lbo, unsigned sbo, unsigned mode = 0) {
   const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
   return static_cast<unsigned long long>((addr >> 4) & 0x3fff) |
          (static_cast<unsigned long long>((lbo >> 4) & 0x3fff) << 16) |
-         (static_cast<unsigned long long>((sbo >> 4) & 0x3fff) << 32);
+         (static_cast<unsigned long long>((sbo >> 4) & 0x3fff) << 32) |
+         (static_cast<unsigned long long>(mode & 3) << 62);
 }
+
+// Element index of (row, col) in a tile of 64-element (128-byte) rows with the 128-byte swizzle: 16-byte piece
+// col / 8 of row r sits at piece (col / 8) ^ (r % 8).
+__device__ __forceinline__ int sw128(int row, int col) { return row * 64 + (((col / 8) ^ (row % 8)) * 8) + col % 8; }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -42,6 +48,24 @@ __device__ __forceinline__ void wgmma_m64n8k16(float (&d)[4], const unsigned (&a
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+// m64n64k16 with A and B from shared memory (descriptors), then with A from registers and B transposed
+// (MN-major): the shapes and layouts a prompt kernel uses for Q K^T and for p V.
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b));
+}
+
+__device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
@@ -164,4 +188,85 @@ ceiling_wgmma(const unsigned short* __restrict__ src, float* __restrict__ out, i
 #pragma unroll
   for (int i = 0; i < 128; ++i) s += acc[i];
   out[blockIdx.x * 128 + threadIdx.x] = s;
+}
+
+// Chains through m64n64k16 in a prompt kernel's layouts: form 0 takes A and B from shared memory, both K-major
+// with the 128-byte swizzle (Q K^T: the tile 64 x 64, k-step s at +32 s bytes); form 1 takes A from registers and
+// B MN-major with the 128-byte swizzle, transposed (p V: rows are keys, k-step s at +2048 s bytes). A [steps][64]
+// [16], B [steps][64][16] as (n, k), C [64][64], D [steps][64][64]; steps <= 4; lbo, sbo, mode: the descriptors.
+extern "C" __global__ void __launch_bounds__(128)
+tile_wgmma_n64(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
+               const float* __restrict__ c, float* __restrict__ d, int steps, int form, int lbo, int sbo, int mode) {
+  __shared__ __align__(1024) unsigned short a_s[64 * 64];
+  __shared__ __align__(1024) unsigned short b_s[64 * 64];
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, c4 = lane % 4;
+  const long long prob = blockIdx.x;
+  for (int i = threadIdx.x; i < steps * 64 * 16; i += 128) {
+    const int s = i / 1024, r = i / 16 % 64, k = 16 * s + i % 16;
+    a_s[sw128(r, k)] = a[prob * steps * 1024 + i];
+    const unsigned short v = b[prob * steps * 1024 + i];  // (n = r, k)
+    b_s[form == 0 ? sw128(r, k) : sw128(k, r)] = v;
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  const float* cp = c + prob * 64 * 64;
+  float acc[32];
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    acc[4 * t] = cp[(16 * w + gr) * 64 + 8 * t + 2 * c4];
+    acc[4 * t + 1] = cp[(16 * w + gr) * 64 + 8 * t + 2 * c4 + 1];
+    acc[4 * t + 2] = cp[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4];
+    acc[4 * t + 3] = cp[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4 + 1];
+  }
+  for (int s = 0; s < steps; ++s) {
+    wgmma_fence();
+    if (form == 0) {
+      wgmma_ss_n64(acc, smem_desc(reinterpret_cast<const char*>(a_s) + 32 * s, lbo, sbo, mode),
+                   smem_desc(reinterpret_cast<const char*>(b_s) + 32 * s, lbo, sbo, mode));
+    } else {
+      unsigned f[4];
+      a_fragment(a + (prob * steps + s) * 64 * 16, w, gr, c4, f);
+      wgmma_rs_n64_tb(acc, f, smem_desc(reinterpret_cast<const char*>(b_s) + 2048 * s, lbo, sbo, mode));
+    }
+    wgmma_commit();
+    wgmma_wait0();
+    float* ds = d + (prob * steps + s) * 64 * 64;
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+      ds[(16 * w + gr) * 64 + 8 * t + 2 * c4] = acc[4 * t];
+      ds[(16 * w + gr) * 64 + 8 * t + 2 * c4 + 1] = acc[4 * t + 1];
+      ds[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4] = acc[4 * t + 2];
+      ds[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4 + 1] = acc[4 * t + 3];
+    }
+  }
+}
+
+// The same chains through mma.sync m16n8k16, eight n-tiles per step.
+extern "C" __global__ void __launch_bounds__(128)
+tile_mma_sync_n64(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
+                  const float* __restrict__ c, float* __restrict__ d, int steps) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, c4 = lane % 4;
+  const long long prob = blockIdx.x;
+  const float* cp = c + prob * 64 * 64;
+  float acc[8][4];
+  for (int t = 0; t < 8; ++t) {
+    acc[t][0] = cp[(16 * w + gr) * 64 + 8 * t + 2 * c4];
+    acc[t][1] = cp[(16 * w + gr) * 64 + 8 * t + 2 * c4 + 1];
+    acc[t][2] = cp[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4];
+    acc[t][3] = cp[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4 + 1];
+  }
+  for (int s = 0; s < steps; ++s) {
+    unsigned f[4];
+    a_fragment(a + (prob * steps + s) * 64 * 16, w, gr, c4, f);
+    const unsigned short* bs = b + (prob * steps + s) * 64 * 16;
+    float* ds = d + (prob * steps + s) * 64 * 64;
+    for (int t = 0; t < 8; ++t) {
+      const unsigned short* br = bs + (8 * t + gr) * 16;
+      tc::mma_bf16(acc[t], f[0], f[1], f[2], f[3], pack2(br + 2 * c4), pack2(br + 2 * c4 + 8));
+      ds[(16 * w + gr) * 64 + 8 * t + 2 * c4] = acc[t][0];
+      ds[(16 * w + gr) * 64 + 8 * t + 2 * c4 + 1] = acc[t][1];
+      ds[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4] = acc[t][2];
+      ds[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4 + 1] = acc[t][3];
+    }
+  }
 }

@@ -61,38 +61,44 @@ def _bf16(rng: np.random.Generator, shape, lo: int, hi: int) -> np.ndarray:
     return rng.choice([-1.0, 1.0], shape) * np.ldexp(mant, rng.integers(lo, hi + 1, shape))
 
 
-def integer_chains(rng: np.random.Generator, problems: int, steps: int):
+def integer_chains(rng: np.random.Generator, problems: int, steps: int, n: int = N):
     """Inputs whose every sum is exact in fp32: small integers."""
     a = rng.integers(-4, 5, (problems, steps, M, K)).astype(np.float64)
-    b = rng.integers(-4, 5, (problems, steps, N, K)).astype(np.float64)
-    c = rng.integers(-64, 65, (problems, M, N)).astype(np.float64)
+    b = rng.integers(-4, 5, (problems, steps, n, K)).astype(np.float64)
+    c = rng.integers(-64, 65, (problems, M, n)).astype(np.float64)
     return a, b, c
 
 
-def random_chains(rng: np.random.Generator, problems: int, steps: int):
+def exact_chains(a, b, c):
+    """C + A_0 B_0^T + .. after every step, exactly (small integers)."""
+    return c[:, None] + np.cumsum(np.einsum("psmk,psnk->psmn", a, b), axis=1)
+
+
+def random_chains(rng: np.random.Generator, problems: int, steps: int, n: int = N):
     """Inputs that stress the k-step's alignment cut: four kinds, one per quarter of the problems."""
     a = np.empty((problems, steps, M, K))
-    b = np.empty((problems, steps, N, K))
-    c = np.empty((problems, M, N))
+    b = np.empty((problems, steps, n, K))
+    c = np.empty((problems, M, n))
     q = problems // 4
     kinds = [(-3, 3, -12, 12), (-24, 24, -40, 40), (-6, 6, -20, 20), (-2, 2, 20, 30)]  # a, b exponent; c exponent
     for i, (lo, hi, clo, chi) in enumerate(kinds):
         sl = slice(i * q, problems if i == 3 else (i + 1) * q)
-        n = sl.stop - sl.start
-        a[sl] = _bf16(rng, (n, steps, M, K), lo, hi)
-        b[sl] = _bf16(rng, (n, steps, N, K), lo, hi)
-        c[sl] = np.float32(rng.choice([-1.0, 1.0], (n, M, N)) * np.ldexp(1 + rng.random((n, M, N)),
-                                                                       rng.integers(clo, chi + 1, (n, M, N))))
+        count = sl.stop - sl.start
+        a[sl] = _bf16(rng, (count, steps, M, K), lo, hi)
+        b[sl] = _bf16(rng, (count, steps, n, K), lo, hi)
+        c[sl] = np.float32(rng.choice([-1.0, 1.0], (count, M, n)) * np.ldexp(1 + rng.random((count, M, n)),
+                                                                           rng.integers(clo, chi + 1, (count, M, n))))
         if i == 2:  # cancellation: the second half of every k-step's products undoes the first, almost
             a[sl][..., 8:] = a[sl][..., :8]
-            b[sl][..., 8:] = -b[sl][..., :8] * (1 + rng.choice([0.0, 2.0**-7, -(2.0**-7)], (n, steps, N, 8)))
+            b[sl][..., 8:] = -b[sl][..., :8] * (1 + rng.choice([0.0, 2.0**-7, -(2.0**-7)], (count, steps, n, 8)))
     return (bf16_values(bf16_bits(a)), bf16_values(bf16_bits(b)), c.astype(np.float32).astype(np.float64))
 
 
 def model_steps(a, b, c_in, xp=np):
     """The model's result of every step given its input accumulator: [P, S, M, N] from c_in [P, S, M, N]."""
-    aa = xp.broadcast_to(a[:, :, :, None, :], a.shape[:3] + (N, K))
-    bb = xp.broadcast_to(b[:, :, None, :, :], b.shape[:2] + (M, N, K))
+    n = b.shape[2]
+    aa = xp.broadcast_to(a[:, :, :, None, :], a.shape[:3] + (n, K))
+    bb = xp.broadcast_to(b[:, :, None, :, :], b.shape[:2] + (M, n, K))
     return kstep(c_in, aa, bb, xp)
 
 
@@ -130,7 +136,8 @@ class Gpu:
         cp = _cupy()
         self.cp = cp
         module = cp.RawModule(path=str(cubin))
-        self.kernels = {n: module.get_function(n) for n in ("chain_wgmma", "chain_mma_sync", "ceiling_wgmma")}
+        self.kernels = {n: module.get_function(n) for n in ("chain_wgmma", "chain_mma_sync", "ceiling_wgmma",
+                                                              "tile_wgmma_n64", "tile_mma_sync_n64")}
 
     def chain(self, name: str, a, b, c) -> np.ndarray:
         cp = self.cp
@@ -142,6 +149,20 @@ class Gpu:
         self.kernels[name]((problems,), (128,), (da, db, dc, dd, np.int32(steps)))
         cp.cuda.runtime.deviceSynchronize()
         return dd
+
+    def tile(self, a, b, c, form: int | None = None, lbo: int = 0, sbo: int = 0, mode: int = 0):
+        """m64n64k16 chains: wgmma in `form` with those descriptor fields, or mma.sync where form is None."""
+        cp = self.cp
+        problems, steps = a.shape[:2]
+        args = [cp.asarray(bf16_bits(a)), cp.asarray(bf16_bits(b)), cp.asarray(c.astype(np.float32)),
+                cp.full((problems, steps, M, 64), np.float32(np.nan), np.float32), np.int32(steps)]
+        if form is None:
+            self.kernels["tile_mma_sync_n64"]((problems,), (128,), tuple(args))
+        else:
+            extra = (np.int32(form), np.int32(lbo), np.int32(sbo), np.int32(mode))
+            self.kernels["tile_wgmma_n64"]((problems,), (128,), tuple(args) + extra)
+        cp.cuda.runtime.deviceSynchronize()
+        return args[3]
 
     def ceiling(self, per_sm: int, iters: int = 4096, repeat: int = 5) -> dict:
         """m64n256k16 back to back, `per_sm` warpgroups per SM in one wave (three fit at 154 registers)."""
@@ -164,6 +185,46 @@ class Gpu:
         return {"sms": sms, "blocks": blocks, "seconds": best, "tflops": flops / best / 1e12}
 
 
+FORMS = {  # the prompt kernel's m64n64k16 forms -> descriptor candidates (leading, stride bytes, swizzle mode)
+    0: ("Q K^T: A and B from shared memory, K-major, 128-byte swizzle",
+        [(16, 1024, 1), (1024, 16, 1), (0, 1024, 1), (16, 1024, 2)]),
+    1: ("p V: A in registers, B MN-major with the 128-byte swizzle, transposed",
+        [(1024, 1024, 1), (16, 1024, 1), (1024, 16, 1), (2048, 1024, 1), (1024, 2048, 1), (8192, 1024, 1),
+         (1024, 8192, 1)]),
+}
+
+
+def layouts(gpu, rng, problems: int) -> dict:
+    """Each form: which descriptor candidates give exact integer chains; then, with the first that does, random
+    chains against mma.sync and against the model."""
+    found = {}
+    ia, ib, ic = integer_chains(rng, 32, 4, 64)
+    exact = exact_chains(ia, ib, ic)
+    ra, rb, rc = random_chains(rng, problems, 4, 64)
+    cp = gpu.cp
+    d_mma = gpu.tile(ra, rb, rc).astype(cp.float64)
+    ga, gb, gc = cp.asarray(ra), cp.asarray(rb), cp.asarray(rc)
+    for form, (what, candidates) in FORMS.items():
+        rows = []
+        for lbo, sbo, mode in candidates:
+            got = gpu.tile(ia, ib, ic, form, lbo, sbo, mode)
+            got = (got.get() if hasattr(got, "get") else got).astype(np.float64)
+            rows.append({"lbo": lbo, "sbo": sbo, "mode": mode, "exact": bool(np.array_equal(got, exact)),
+                         "wrong": int((got != exact).sum())})
+        entry = {"form": what, "candidates": rows}
+        good = next((r for r in rows if r["exact"]), None)
+        if good:
+            d_wg = gpu.tile(ra, rb, rc, form, good["lbo"], good["sbo"], good["mode"]).astype(cp.float64)
+            entry["vs_mma_sync"] = compare(f"form {form} vs mma.sync", d_wg, d_mma)
+            entry["vs_model"] = compare(f"form {form} vs model", d_wg, model_steps(ga, gb, step_inputs(gc, d_wg), cp))
+        found[form] = entry
+        print(f"form {form} ({what}): exact with "
+              f"{[(r['lbo'], r['sbo'], r['mode']) for r in rows if r['exact']] or 'none'}"
+              + (f"; random: {entry['vs_mma_sync']['different']} of {entry['vs_mma_sync']['sums']} differ from "
+                 f"mma.sync, {entry['vs_model']['different']} from the model" if good else ""), flush=True)
+    return found
+
+
 def run(out: Path, problems: int, steps: int, seed: int) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cp = _cupy()
@@ -172,7 +233,7 @@ def run(out: Path, problems: int, steps: int, seed: int) -> int:
     rng = np.random.default_rng(seed)
 
     a, b, c = integer_chains(rng, 64, 4)
-    exact = c[:, None] + np.cumsum(np.einsum("psmk,psnk->psmn", a, b), axis=1)
+    exact = exact_chains(a, b, c)
     layout = [compare(f"layout {name}", gpu.chain(name, a, b, c).get().astype(np.float64), exact)
               for name in ("chain_wgmma", "chain_mma_sync")]
     report["layout"] = layout
@@ -191,6 +252,7 @@ def run(out: Path, problems: int, steps: int, seed: int) -> int:
     report["wgmma_vs_model"] = compare("wgmma vs model", d_wg, model_steps(ga, gb, step_inputs(gc, d_wg), cp))
     report["mma_sync_vs_model"] = compare("mma.sync vs model", d_mma, model_steps(ga, gb, step_inputs(gc, d_mma), cp))
     report["compare_seconds"] = time.perf_counter() - began
+    report["layouts"] = layouts(gpu, rng, problems // 4)
     report["ceilings"] = [gpu.ceiling(per_sm) for per_sm in (1, 2, 3)]
     report["ceiling"] = max(report["ceilings"], key=lambda r: r["tflops"])
     (out / "wgmma_probe.json").write_text(json.dumps(report, indent=1))
@@ -201,7 +263,9 @@ def run(out: Path, problems: int, steps: int, seed: int) -> int:
     for r in report["ceilings"]:
         print(f"wgmma m64n256k16 bf16: {r['tflops']:.0f} TFLOP/s ({r['blocks']} warpgroups on {r['sms']} SMs)")
     print(f"wgmma ceiling: {ce['tflops']:.0f} TFLOP/s")
-    same = all(report[k]["different"] == 0 for k in ("wgmma_vs_mma_sync", "wgmma_vs_model"))
+    same = all(report[k]["different"] == 0 for k in ("wgmma_vs_mma_sync", "wgmma_vs_model")) and all(
+        "vs_model" in f and f["vs_model"]["different"] == 0 and f["vs_mma_sync"]["different"] == 0
+        for f in report["layouts"].values())
     print("MATCH: wgmma accumulates as the model" if same else "DIFFERENT: see wgmma_probe.json")
     return 0 if same else 1
 
