@@ -28,6 +28,7 @@ for pick in ${MUTATE_ENTRIES:-}; do
     || fail "mutate $entry --prepare-only"
   grep "^MUTATE" "$log"
 done
+python3 tools/mma/wgmma_probe.py --build > "$log" 2>&1 || fail "wgmma probe cubin"
 find .cubins -name sass.txt -delete
 megabytes=$(du -sm .cubins .whl 2>/dev/null | awk '{s += $1} END {print s}')
 [ "$megabytes" -lt 64 ] || fail "carry .cubins and .whl is $megabytes MB: a device call takes 64 MB"

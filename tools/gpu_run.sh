@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU machine's run in one go: the mma probe beside the contract run (with its receipt), then the bench into
-# that receipt, then the GPU tests; full logs under $OUT, a short table last. STEPS picks steps (default all).
+# The GPU machine's run in one go: the wgmma probe (where gpu_prepare.sh built its cubin), the mma probe beside the
+# contract run (with its receipt), then the bench into that receipt, then the GPU tests; full logs under $OUT, a short table last. STEPS picks steps (default all).
 # Before it, on the CPU machine (the GPU machine has neither network nor the pinned toolchain): tools/gpu_prepare.sh
 # with the same MUTATE_ENTRIES and VARIANT_* settings; carry .whl (pydantic and its wheels) and .cubins; pass
 # KCONTRACT_GIT_COMMIT and KCONTRACT_GIT_DIRTY.
@@ -20,7 +20,7 @@ if [ -n "${PACK_TO:-}" ]; then
 else
   OUT=${OUT:-/tmp/kcontract-out}
 fi
-STEPS=${STEPS:-probe,run,warm,undeclared,sanitize,mutate,bench,variant,ncu,tests}
+STEPS=${STEPS:-wgmma,probe,run,warm,undeclared,sanitize,mutate,bench,variant,ncu,tests}
 MUTATE_OUT=${MUTATE_OUT:-/tmp/kcontract-mutate}  # per-entry campaign JSONs, gathered into $OUT/mutate.json
 mkdir -p "$OUT" "$MUTATE_OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -30,6 +30,10 @@ export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 KCONTRACT_CACHE=$PWD/.cubins/ca
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt"
 started=$SECONDS
+if has wgmma && [ -f .cubins/wgmma_probe.cubin ]; then  # wgmma against mma.sync and the model, its layouts (~20 s)
+  timeout 120 python3 tools/mma/wgmma_probe.py "$OUT/wgmma" > "$OUT/wgmma.log" 2>&1
+  echo "wgmma probe exit $?" >> "$OUT/wgmma.log"
+fi
 if has probe; then
   (cd tools/mma && timeout 200 python3 mma_probe_device.py "$OUT/mma" > "$OUT/mma.log" 2>&1) &
   probe=$!
@@ -103,6 +107,7 @@ if has tests; then
   timeout "${TESTS_LIMIT:-400}" python3 -m pytest -v --durations=10 -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
 fi
 echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
+[ -f "$OUT/wgmma.log" ] && tail -12 "$OUT/wgmma.log"
 [ -f "$OUT/mma.log" ] && grep -E "MATCH|FINAL|LAYOUT" "$OUT/mma.log" | tail -4
 [ -f "$OUT/run.log" ] && grep -E "FAIL|MISSED|error|crashed|timed out|SUMMARY|run exit|worst:|jobs auto" "$OUT/run.log" | cut -c1-220 | tail -40
 [ -f "$OUT/cold.json" ] && python3 tools/profile_top.py "$OUT/cold.json" 12
