@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU machine's run in one go: the wgmma probe (where gpu_prepare.sh built its cubin), the mma probe beside the
-# contract run (with its receipt), then the bench into that receipt, then the GPU tests; full logs under $OUT, a short table last. STEPS picks steps (default all).
+# contract run (with its receipt), then the bench into that receipt, then the GPU tests; full logs under $OUT, a
+# short table last. STEPS picks steps (default all).
 # Before it, on the CPU machine (the GPU machine has neither network nor the pinned toolchain): tools/gpu_prepare.sh
 # with the same MUTATE_ENTRIES and VARIANT_* settings; carry .whl (pydantic and its wheels) and .cubins; pass
 # KCONTRACT_GIT_COMMIT and KCONTRACT_GIT_DIRTY.
