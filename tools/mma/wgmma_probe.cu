@@ -24,6 +24,18 @@ __device__ __forceinline__ void a_fragment(const unsigned short* a, int w, int g
   f[3] = pack2(r1 + 2 * c4 + 8);
 }
 
+// This thread's four accumulator elements of n-tile t in a row-major 64 x n fp32 tile: rows 16 w + gr and + 8,
+// columns 8 t + 2 c4 and + 1 (the mma.sync and wgmma accumulator layout).
+__device__ __forceinline__ void load4(const float* m, int n, int t, int w, int gr, int c4, float* v) {
+  const float* r0 = m + (16 * w + gr) * n + 8 * t + 2 * c4;
+  v[0] = r0[0], v[1] = r0[1], v[2] = r0[8 * n], v[3] = r0[8 * n + 1];
+}
+
+__device__ __forceinline__ void store4(float* m, int n, int t, int w, int gr, int c4, const float* v) {
+  float* r0 = m + (16 * w + gr) * n + 8 * t + 2 * c4;
+  r0[0] = v[0], r0[1] = v[1], r0[8 * n] = v[2], r0[8 * n + 1] = v[3];
+}
+
 // A shared-memory matrix descriptor: start, leading and stride byte offsets (16-byte units), swizzle mode in bits
 // 62-63 (0 none, 1 128-byte, 2 64-byte, 3 32-byte).
 __device__ __forceinline__ unsigned long long smem_desc(const void* p, unsigned lbo, unsigned sbo, unsigned mode = 0) {
@@ -77,9 +89,8 @@ chain_wgmma(const unsigned short* __restrict__ a, const unsigned short* __restri
   __shared__ __align__(128) unsigned short b_s[2][8][8];  // core matrices k 0-7 and k 8-15, rows n 0-7
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, c4 = lane % 4;
   const long long prob = blockIdx.x;
-  const float* cp = c + prob * 64 * 8;
-  float acc[4] = {cp[(16 * w + gr) * 8 + 2 * c4], cp[(16 * w + gr) * 8 + 2 * c4 + 1],
-                  cp[(16 * w + gr + 8) * 8 + 2 * c4], cp[(16 * w + gr + 8) * 8 + 2 * c4 + 1]};
+  float acc[4];
+  load4(c + prob * 64 * 8, 8, 0, w, gr, c4, acc);
   for (int s = 0; s < steps; ++s) {
     const unsigned short* as = a + (prob * steps + s) * 64 * 16;
     const unsigned short* bs = b + (prob * steps + s) * 8 * 16;
@@ -98,11 +109,7 @@ chain_wgmma(const unsigned short* __restrict__ a, const unsigned short* __restri
     wgmma_m64n8k16(acc, f, desc);
     wgmma_commit();
     wgmma_wait0();
-    float* ds = d + (prob * steps + s) * 64 * 8;
-    ds[(16 * w + gr) * 8 + 2 * c4] = acc[0];
-    ds[(16 * w + gr) * 8 + 2 * c4 + 1] = acc[1];
-    ds[(16 * w + gr + 8) * 8 + 2 * c4] = acc[2];
-    ds[(16 * w + gr + 8) * 8 + 2 * c4 + 1] = acc[3];
+    store4(d + (prob * steps + s) * 64 * 8, 8, 0, w, gr, c4, acc);
   }
 }
 
@@ -111,20 +118,15 @@ chain_mma_sync(const unsigned short* __restrict__ a, const unsigned short* __res
                const float* __restrict__ c, float* __restrict__ d, int steps) {
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, c4 = lane % 4;
   const long long prob = blockIdx.x;
-  const float* cp = c + prob * 64 * 8;
-  float acc[4] = {cp[(16 * w + gr) * 8 + 2 * c4], cp[(16 * w + gr) * 8 + 2 * c4 + 1],
-                  cp[(16 * w + gr + 8) * 8 + 2 * c4], cp[(16 * w + gr + 8) * 8 + 2 * c4 + 1]};
+  float acc[4];
+  load4(c + prob * 64 * 8, 8, 0, w, gr, c4, acc);
   for (int s = 0; s < steps; ++s) {
     const unsigned short* as = a + (prob * steps + s) * 64 * 16;
     const unsigned short* bs = b + (prob * steps + s) * 8 * 16;
     unsigned f[4];
     a_fragment(as, w, gr, c4, f);
     tc::mma_bf16(acc, f[0], f[1], f[2], f[3], pack2(bs + gr * 16 + 2 * c4), pack2(bs + gr * 16 + 2 * c4 + 8));
-    float* ds = d + (prob * steps + s) * 64 * 8;
-    ds[(16 * w + gr) * 8 + 2 * c4] = acc[0];
-    ds[(16 * w + gr) * 8 + 2 * c4 + 1] = acc[1];
-    ds[(16 * w + gr + 8) * 8 + 2 * c4] = acc[2];
-    ds[(16 * w + gr + 8) * 8 + 2 * c4 + 1] = acc[3];
+    store4(d + (prob * steps + s) * 64 * 8, 8, 0, w, gr, c4, acc);
   }
 }
 
@@ -209,15 +211,9 @@ tile_wgmma_n64(const unsigned short* __restrict__ a, const unsigned short* __res
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
-  const float* cp = c + prob * 64 * 64;
   float acc[32];
 #pragma unroll
-  for (int t = 0; t < 8; ++t) {
-    acc[4 * t] = cp[(16 * w + gr) * 64 + 8 * t + 2 * c4];
-    acc[4 * t + 1] = cp[(16 * w + gr) * 64 + 8 * t + 2 * c4 + 1];
-    acc[4 * t + 2] = cp[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4];
-    acc[4 * t + 3] = cp[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4 + 1];
-  }
+  for (int t = 0; t < 8; ++t) load4(c + prob * 64 * 64, 64, t, w, gr, c4, acc + 4 * t);
   for (int s = 0; s < steps; ++s) {
     wgmma_fence();
     if (form == 0) {
@@ -230,14 +226,8 @@ tile_wgmma_n64(const unsigned short* __restrict__ a, const unsigned short* __res
     }
     wgmma_commit();
     wgmma_wait0();
-    float* ds = d + (prob * steps + s) * 64 * 64;
 #pragma unroll
-    for (int t = 0; t < 8; ++t) {
-      ds[(16 * w + gr) * 64 + 8 * t + 2 * c4] = acc[4 * t];
-      ds[(16 * w + gr) * 64 + 8 * t + 2 * c4 + 1] = acc[4 * t + 1];
-      ds[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4] = acc[4 * t + 2];
-      ds[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4 + 1] = acc[4 * t + 3];
-    }
+    for (int t = 0; t < 8; ++t) store4(d + (prob * steps + s) * 64 * 64, 64, t, w, gr, c4, acc + 4 * t);
   }
 }
 
@@ -247,26 +237,16 @@ tile_mma_sync_n64(const unsigned short* __restrict__ a, const unsigned short* __
                   const float* __restrict__ c, float* __restrict__ d, int steps) {
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, c4 = lane % 4;
   const long long prob = blockIdx.x;
-  const float* cp = c + prob * 64 * 64;
   float acc[8][4];
-  for (int t = 0; t < 8; ++t) {
-    acc[t][0] = cp[(16 * w + gr) * 64 + 8 * t + 2 * c4];
-    acc[t][1] = cp[(16 * w + gr) * 64 + 8 * t + 2 * c4 + 1];
-    acc[t][2] = cp[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4];
-    acc[t][3] = cp[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4 + 1];
-  }
+  for (int t = 0; t < 8; ++t) load4(c + prob * 64 * 64, 64, t, w, gr, c4, acc[t]);
   for (int s = 0; s < steps; ++s) {
     unsigned f[4];
     a_fragment(a + (prob * steps + s) * 64 * 16, w, gr, c4, f);
     const unsigned short* bs = b + (prob * steps + s) * 64 * 16;
-    float* ds = d + (prob * steps + s) * 64 * 64;
     for (int t = 0; t < 8; ++t) {
       const unsigned short* br = bs + (8 * t + gr) * 16;
       tc::mma_bf16(acc[t], f[0], f[1], f[2], f[3], pack2(br + 2 * c4), pack2(br + 2 * c4 + 8));
-      ds[(16 * w + gr) * 64 + 8 * t + 2 * c4] = acc[t][0];
-      ds[(16 * w + gr) * 64 + 8 * t + 2 * c4 + 1] = acc[t][1];
-      ds[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4] = acc[t][2];
-      ds[(16 * w + gr + 8) * 64 + 8 * t + 2 * c4 + 1] = acc[t][3];
+      store4(d + (prob * steps + s) * 64 * 64, 64, t, w, gr, c4, acc[t]);
     }
   }
 }
