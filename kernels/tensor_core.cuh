@@ -38,6 +38,37 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* row) {
   }
 }
 
+// The rows a block takes (ROWS per block, sequence by sequence): its sequence, first row and row count.
+struct RowBlock {
+  int seq;
+  int row0;  // first row of the block (an index into the call's rows)
+  int rows;  // 1..ROWS; 0 for a block past the call's rows
+  int pos0;  // absolute position of the sequence's first row in this call
+  int seq_row0;
+};
+
+template <int ROWS>
+__device__ __forceinline__ RowBlock find_rows(const int* seq_row0, const int* seq_pos0, int n_seq, int block) {
+  RowBlock b{0, 0, 0, 0, 0};
+  for (int s = 0; s < n_seq; ++s) {
+    const int rows = seq_row0[s + 1] - seq_row0[s];
+    const int blocks = (rows + ROWS - 1) / ROWS;
+    if (block < blocks) {
+      b.seq = s;
+      b.seq_row0 = seq_row0[s];
+      b.row0 = seq_row0[s] + block * ROWS;
+      b.rows = min(ROWS, seq_row0[s + 1] - b.row0);
+      b.pos0 = seq_pos0[s];
+      return b;
+    }
+    block -= blocks;
+  }
+  return b;
+}
+
+// A row's first visible key: the window's start, or key 0 without a window.
+__device__ __forceinline__ int first_key(int pos, int win) { return win > 0 ? max(0, pos - win + 1) : 0; }
+
 // -inf as an fp32 bit pattern.
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 

@@ -109,34 +109,8 @@ constexpr int kMinBlocks = D == 512 || kPass<D, G, PB> > 1 ? 1 : 2;  // two per 
 
 using tc::neg_inf;
 
-// The band a partials block takes: its sequence, first row and row count.
-struct Band {
-  int seq;
-  int row0;  // first row of the band (an index into the call's rows)
-  int rows;  // 1..16
-  int pos0;  // absolute position of the sequence's first row in this call
-  int seq_row0;
-};
-
-__device__ __forceinline__ Band find_band(const int* seq_row0, const int* seq_pos0, int n_seq, int band) {
-  Band b{0, 0, 0, 0, 0};
-  for (int s = 0; s < n_seq; ++s) {
-    const int rows = seq_row0[s + 1] - seq_row0[s];
-    const int bands = (rows + kBand - 1) / kBand;
-    if (band < bands) {
-      b.seq = s;
-      b.seq_row0 = seq_row0[s];
-      b.row0 = seq_row0[s] + band * kBand;
-      b.rows = min(kBand, seq_row0[s + 1] - b.row0);
-      b.pos0 = seq_pos0[s];
-      return b;
-    }
-    band -= bands;
-  }
-  return b;
-}
-
-__device__ __forceinline__ int first_key(int pos, int win) { return win > 0 ? max(0, pos - win + 1) : 0; }
+using Band = tc::RowBlock;
+using tc::first_key;
 
 }  // namespace wp
 
@@ -179,7 +153,7 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   const int gr = lane / 4, c4 = lane % 4;
   const int kh = blockIdx.y;
   const int hq = kv_heads * G;
-  const wp::Band band = wp::find_band(seq_row0, seq_pos0, n_seq, blockIdx.x);
+  const wp::Band band = tc::find_rows<wp::kBand>(seq_row0, seq_pos0, n_seq, blockIdx.x);
   if (band.rows == 0) return;  // block-uniform: a grid wider than the call's bands
   const int origin = WP_CHUNK_ORIGIN(band.pos0);
   unsigned short* v_s = v_all + warp * kRing * 16 * VS;  // this warp's V ring

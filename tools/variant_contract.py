@@ -1,5 +1,5 @@
 """Write a copy of a contract whose named kernel compiles with extra -D options, for `kcontract bench` of a
-kernel variant beside the contract's own (controls left out; entries by glob; --smem gives a symbol role the
+kernel variant beside the contract's own (controls left out; entries by glob, those of the named kernel; --smem gives a symbol role the
 variant's own shared-memory expression where its layout differs).
 
     python3 tools/variant_contract.py window_prompt --define WP_MAX_PASS=1 --only 'prompt_*' --out contract-pass1.yaml \
@@ -42,7 +42,11 @@ def main(argv: list[str]) -> int:
             return 2
         launch[role]["dynamic_smem"] = expression
     cuda["options"] = [*cuda.get("options", []), *options]
-    data["entries"] = [e for e in data["entries"] if fnmatch.fnmatch(e["name"], args.only)]
+    data["entries"] = [e for e in data["entries"]
+                       if fnmatch.fnmatch(e["name"], args.only) and e.get("kernel") == args.kernel]
+    if not data["entries"]:
+        print(f"{args.contract}: no entry matches --only {args.only!r} and runs kernel {args.kernel!r}", file=sys.stderr)
+        return 2
     data.pop("controls", None)
     Path(args.out).write_text(yaml.safe_dump(data, sort_keys=False, width=200))
     print(f"{args.out}: {len(data['entries'])} entries, {args.kernel} with {' '.join(options)}")

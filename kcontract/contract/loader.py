@@ -160,7 +160,7 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
             return None
         return ref.model_copy(update={"cuda": cuda})
     if import_kernels:
-        why = python_kernel_problem(ref, type(family).abi)
+        why = python_kernel_problem(ref, family.kernel_abi())
         if why:
             problems.add(parts + ["python"], why, _show(ref.python))
             return None

@@ -24,7 +24,7 @@ class Family(ABC):
     name: ClassVar[str]  # the `family:` value in contract.yaml
     Spec: ClassVar[type[BaseModel]]  # the family's own YAML fields (shape, arithmetic, values, cases)
     gates: ClassVar[tuple[int, ...]]  # gates 1-4 this family feeds, the default for its entries
-    abi: ClassVar[tuple[str, ...]] = ()  # argument names a Python kernel is called with, by keyword
+    abi: ClassVar[tuple[str, ...]] = ()  # argument names a Python kernel is called with, by keyword (kernel_abi)
 
     def __init__(self, entry: str, spec: BaseModel, seed: int):
         self.entry, self.spec, self.seed = entry, spec, seed
@@ -34,6 +34,10 @@ class Family(ABC):
         """Drawn inputs named by `parts` (they depend on the seed and spec, never the kernel): cached on disk
         across runs when the runner gives a store, else made now."""
         return make() if self.store is None else self.store.memo(self, parts, make)
+
+    def kernel_abi(self) -> tuple[str, ...]:
+        """The argument names this entry's kernel takes: the family's `abi`, unless an entry picks its own."""
+        return type(self).abi
 
     def cases(self, gate: int) -> list[str]:
         """The cases `gate` runs for this entry, in order (`--case` and replay commands name them)."""

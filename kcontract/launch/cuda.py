@@ -36,6 +36,13 @@ def device_sm(cupy) -> str:
     return f"sm_{cupy.cuda.Device().compute_capability}"
 
 
+def target_for(sm: str, targets: list[str]) -> str:
+    """The contract's target that runs on a device of `sm`: its arch-specific form (`sm_90a`) where the targets
+    name that, else `sm` itself."""
+    specific = [t for t in targets if t != sm and t.rstrip("af") == sm]
+    return specific[0] if specific else sm
+
+
 def poisoned(cupy, spec):
     """A device buffer full of NaN in the output's format."""
     if spec.fmt in ("bf16", "fp16"):
@@ -51,7 +58,7 @@ class CudaLauncher:
 
         self.cp = cupy
         self.label = kernel.cuda.source
-        self.sm = device_sm(cupy)
+        self.sm = target_for(device_sm(cupy), list(loaded.targets))
         base = Path(loaded.path).resolve().parent
         units = [unit_of(loaded, kernel.cuda)]
         cache = CompileCache(default_root(loaded.path))

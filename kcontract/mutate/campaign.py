@@ -86,7 +86,7 @@ def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int |
     here = workdir(loaded, entry_name)
     shutil.rmtree(here, ignore_errors=True)
     here.mkdir(parents=True)
-    made = mutants(original, tuple(entry.family.abi), limit, seed)
+    made = mutants(original, tuple(entry.family.kernel_abi()), limit, seed)
     for m in made:
         (here / f"{m.ident}.cu").write_text(m.source)
     campaign = Campaign(entry_name, cuda.source, hashlib.sha256(original.encode()).hexdigest(), sm, seed,

@@ -153,3 +153,19 @@ prompt_causal_off_by_one = _prompt(last=lambda pos, given: given + 1 if given ==
 prompt_tiles_from_chunk_start = _prompt(origin=lambda seq_pos0: seq_pos0)  # chunks counted from the call's row
 prompt_bf16_p = _prompt(exp=lambda x: _bf16_values(np.exp(x)))  # p rounded to bf16 in a kernel declared P32
 prompt_merge_without_rescale = _prompt(factor=lambda m, l, big_m: np.ones_like(m))
+
+
+def _fused(**hooks):
+    """A planted-fault fused prompt (P32) with window_prompt_fused_p32's signature."""
+    from .prompt_fused import fused_rows
+
+    def fn(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, *, win, ring, scale, kv_heads,
+           n_seq):
+        fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, win=win, ring=ring,
+                   scale=scale, p_bf16=False, **hooks)
+
+    return fn
+
+
+fused_decode_grouping = _fused(grouping="decode")  # scores in the decode kernel's k-step grouping of head dims
+fused_without_rescale = _fused(rescale_o=False)  # the online merge adds o_c b to O without scaling O by a

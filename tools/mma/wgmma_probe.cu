@@ -7,6 +7,7 @@
 // kernels; the A fragment is mma.sync's m16n8k16 one in both.
 
 #include "tensor_core.cuh"
+#include "wgmma.cuh"
 
 namespace {
 
@@ -36,23 +37,9 @@ __device__ __forceinline__ void store4(float* m, int n, int t, int w, int gr, in
   r0[0] = v[0], r0[1] = v[1], r0[8 * n] = v[2], r0[8 * n + 1] = v[3];
 }
 
-// A shared-memory matrix descriptor: start, leading and stride byte offsets (16-byte units), swizzle mode in bits
-// 62-63 (0 none, 1 128-byte, 2 64-byte, 3 32-byte).
-__device__ __forceinline__ unsigned long long smem_desc(const void* p, unsigned lbo, unsigned sbo, unsigned mode = 0) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  return static_cast<unsigned long long>((addr >> 4) & 0x3fff) |
-         (static_cast<unsigned long long>((lbo >> 4) & 0x3fff) << 16) |
-         (static_cast<unsigned long long>((sbo >> 4) & 0x3fff) << 32) |
-         (static_cast<unsigned long long>(mode & 3) << 62);
-}
-
 // Element index of (row, col) in a tile of 64-element (128-byte) rows with the 128-byte swizzle: 16-byte piece
 // col / 8 of row r sits at piece (col / 8) ^ (r % 8).
 __device__ __forceinline__ int sw128(int row, int col) { return row * 64 + (((col / 8) ^ (row % 8)) * 8) + col % 8; }
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 
 // d += A (registers, 64x16) * B (shared, 16x8 K-major): one wgmma k-step.
 __device__ __forceinline__ void wgmma_m64n8k16(float (&d)[4], const unsigned (&a)[4], unsigned long long b) {
@@ -60,24 +47,6 @@ __device__ __forceinline__ void wgmma_m64n8k16(float (&d)[4], const unsigned (&a
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-
-// m64n64k16 with A and B from shared memory (descriptors), then with A from registers and B transposed
-// (MN-major): the shapes and layouts a prompt kernel uses for Q K^T and for p V.
-__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long a, unsigned long long b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b));
-}
-
-__device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
@@ -99,16 +68,16 @@ chain_wgmma(const unsigned short* __restrict__ a, const unsigned short* __restri
       const int n = threadIdx.x / 16, k = threadIdx.x % 16;  // 128 threads: one element each
       b_s[k / 8][n][k % 8] = bs[n * 16 + k];
     }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes visible to wgmma
+    wg::fence_async_shared();
     __syncthreads();
     unsigned f[4];
     a_fragment(as, w, gr, c4, f);
     // both offsets 128 bytes: with N = 8 the stride offset is unused, whichever of the two walks k
-    const unsigned long long desc = smem_desc(&b_s[0][0][0], 128, 128);
-    wgmma_fence();
+    const unsigned long long desc = wg::smem_desc(&b_s[0][0][0], 128, 128, 0);
+    wg::fence();
     wgmma_m64n8k16(acc, f, desc);
-    wgmma_commit();
-    wgmma_wait0();
+    wg::commit();
+    wg::wait0();
     store4(d + (prob * steps + s) * 64 * 8, 8, 0, w, gr, c4, acc);
   }
 }
@@ -138,14 +107,14 @@ ceiling_wgmma(const unsigned short* __restrict__ src, float* __restrict__ out, i
   __shared__ __align__(1024) unsigned short b_s[256 * 16];
   for (int i = threadIdx.x; i < 64 * 16; i += 128) a_s[i] = src[i];
   for (int i = threadIdx.x; i < 256 * 16; i += 128) b_s[i] = src[64 * 16 + i];
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  wg::fence_async_shared();
   __syncthreads();
-  const unsigned long long da = smem_desc(a_s, 128, 256), db = smem_desc(b_s, 128, 256);
+  const unsigned long long da = wg::smem_desc(a_s, 128, 256, 0), db = wg::smem_desc(b_s, 128, 256, 0);
   float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
   for (int it = 0; it < iters; ++it) {
-    wgmma_fence();
+    wg::fence();
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       asm volatile(
@@ -183,8 +152,8 @@ ceiling_wgmma(const unsigned short* __restrict__ src, float* __restrict__ out, i
             "+f"(acc[122]), "+f"(acc[123]), "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
           : "l"(da), "l"(db));
     }
-    wgmma_commit();
-    wgmma_wait0();
+    wg::commit();
+    wg::wait0();
   }
   float s = 0.0f;
 #pragma unroll
@@ -209,23 +178,23 @@ tile_wgmma_n64(const unsigned short* __restrict__ a, const unsigned short* __res
     const unsigned short v = b[prob * steps * 1024 + i];  // (n = r, k)
     b_s[form == 0 ? sw128(r, k) : sw128(k, r)] = v;
   }
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  wg::fence_async_shared();
   __syncthreads();
   float acc[32];
 #pragma unroll
   for (int t = 0; t < 8; ++t) load4(c + prob * 64 * 64, 64, t, w, gr, c4, acc + 4 * t);
   for (int s = 0; s < steps; ++s) {
-    wgmma_fence();
+    wg::fence();
     if (form == 0) {
-      wgmma_ss_n64(acc, smem_desc(reinterpret_cast<const char*>(a_s) + 32 * s, lbo, sbo, mode),
-                   smem_desc(reinterpret_cast<const char*>(b_s) + 32 * s, lbo, sbo, mode));
+      wg::ss_n64(acc, wg::smem_desc(reinterpret_cast<const char*>(a_s) + 32 * s, lbo, sbo, mode),
+                   wg::smem_desc(reinterpret_cast<const char*>(b_s) + 32 * s, lbo, sbo, mode));
     } else {
       unsigned f[4];
       a_fragment(a + (prob * steps + s) * 64 * 16, w, gr, c4, f);
-      wgmma_rs_n64_tb(acc, f, smem_desc(reinterpret_cast<const char*>(b_s) + 2048 * s, lbo, sbo, mode));
+      wg::rs_n64_tb(acc, f, wg::smem_desc(reinterpret_cast<const char*>(b_s) + 2048 * s, lbo, sbo, mode));
     }
-    wgmma_commit();
-    wgmma_wait0();
+    wg::commit();
+    wg::wait0();
 #pragma unroll
     for (int t = 0; t < 8; ++t) store4(d + (prob * steps + s) * 64 * 64, 64, t, w, gr, c4, acc + 4 * t);
   }

@@ -70,8 +70,8 @@ def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: 
     for g in range(hk):
         heads = slice(g * group, (g + 1) * group)
         s, abs_dot = head_scores(q[heads], k[:, g, :], scale, arith, scores, heads)
-        err = xp.zeros_like(s) if exact_scores or arith.score_order == "replay" else score_error(s, abs_dot, scale,
-                                                                                                 d, arith)
+        exact = exact_scores or arith.replays_scores
+        err = xp.zeros_like(s) if exact else score_error(s, abs_dot, scale, d, arith)
         err_max = max(err_max, float(err.max()))
         frames = chunk_frames(s, err, starts)
         num, den = weight_systems(s, err, frames, chunk, starts, arith)
@@ -107,10 +107,10 @@ def check_row(q, k, v, chunk) -> tuple[int, int, int, int]:
     return hq, d, n, hk
 
 
-def score_sums(qg: np.ndarray, kg: np.ndarray, scale: float, replay: bool = False, with_abs: bool = True
-               ) -> tuple[np.ndarray, np.ndarray | None]:
+def score_sums(qg: np.ndarray, kg: np.ndarray, scale: float, replay: bool = False, with_abs: bool = True,
+               grouping: str = "decode") -> tuple[np.ndarray, np.ndarray | None]:
     """Scores and sum_i |q_i k_i| (unless not `with_abs`), [G, n] each: scale * q.k exact as float64, or with
-    `replay` the kernel's own fp32 scores by its declared tensor-core order (tensorcore.replay_scores)."""
+    `replay` the kernel's own fp32 scores by its declared tensor-core `grouping` (tensorcore.replay_scores)."""
     xp = array_module(qg)
     n = kg.shape[0]
     s = xp.empty((qg.shape[0], n))
@@ -118,7 +118,7 @@ def score_sums(qg: np.ndarray, kg: np.ndarray, scale: float, replay: bool = Fals
     aq = xp.abs(qg)
     for b0 in range(0, n, BLOCK):
         kb = as_float64(kg[b0:b0 + BLOCK])
-        s[:, b0:b0 + BLOCK] = replay_scores(qg, kb, scale, xp) if replay else (kb @ qg.T).T * scale
+        s[:, b0:b0 + BLOCK] = replay_scores(qg, kb, scale, xp, grouping) if replay else (kb @ qg.T).T * scale
         if with_abs:
             abs_dot[:, b0:b0 + BLOCK] = (xp.abs(kb) @ aq.T).T
     return s, abs_dot
@@ -127,9 +127,9 @@ def score_sums(qg: np.ndarray, kg: np.ndarray, scale: float, replay: bool = Fals
 def head_scores(qg, kg, scale: float, arith: Arithmetic, scores, heads: slice):
     """One key head's scores and |q||k| sums: the row's precomputed replayed scores where given (a prompt's
     shared replay), else computed here."""
-    if scores is not None and arith.score_order == "replay":
+    if scores is not None and arith.replays_scores:
         return to_device(np.ascontiguousarray(scores[heads]), array_module(qg)), None
-    return score_sums(qg, kg, scale, replay=arith.score_order == "replay")
+    return score_sums(qg, kg, scale, replay=arith.replays_scores, grouping=arith.score_grouping)
 
 
 @np.errstate(over="ignore", invalid="ignore")  # absurd inputs: infinite radii, never NaN

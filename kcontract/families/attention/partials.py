@@ -47,7 +47,7 @@ def partial_ranges(q, k, v, chunk_of_key, scale: float, arith: Arithmetic, exact
     sizes = np.diff(np.append(starts, n))
     parts = {name: [] for name in ("m", "l", "o")}
     for g in range(hk):
-        replay = arith.score_order == "replay"
+        replay = arith.replays_scores
         heads = slice(g * group, (g + 1) * group)
         s, abs_dot = head_scores(q[heads], k[:, g, :], scale, arith, scores, heads)
         err = xp.zeros_like(s) if exact_scores or replay else score_error(s, abs_dot, scale, d, arith)

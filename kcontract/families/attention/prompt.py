@@ -1,5 +1,6 @@
 """The attention prompt family: prompt chunks of consecutive rows, causal with image spans, over ring or linear
-caches, as split-chunk partials at absolute positions and a merge (docs/kernel-contract.md 7)."""
+caches, as split-chunk partials at absolute positions and a merge, or one fused launch that merges online
+(docs/kernel-contract.md 7)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from kcontract.families.attention.common import STRESS_CASE, WindowAttention
 from kcontract.families.attention.exact import mirror_reference
 from kcontract.families.attention.mirrors import C_SCALE, mirror_b_row
 from kcontract.families.attention.prompt_bench import prompt_call
-from kcontract.families.attention.prompt_layout import ABI, BAND, build_prompt_problem, partials_needed
+from kcontract.families.attention.prompt_layout import ABI, ABIS, BAND, build_prompt_problem, partials_needed
 from kcontract.families.attention.prompt_rows import (
     PromptSeq,
     key_span,
@@ -21,7 +22,7 @@ from kcontract.families.attention.prompt_rows import (
 from kcontract.families.attention.prompt_spec import PromptSpec, Sequence
 from kcontract.families.attention.prompt_variants import PromptPlan, plan_prompt_variants
 from kcontract.families.attention.shared_scores import shared_scores
-from kcontract.families.attention.reference import AXES, call_reference, expected_outputs
+from kcontract.families.attention.reference import AXES, call_reference, expected_outputs, row_maxima
 from kcontract.families.attention.stress import stress_row
 from kcontract.families.attention.window import Window
 from kcontract.families.base import register
@@ -29,6 +30,7 @@ from kcontract.problem import Checked, InvarianceSet, Reference
 from kcontract.seeding import stream
 
 BF16 = 2
+FUSED_THREADS = 128  # a warpgroup: the fused block's threads per 128 output dims
 FILLER_ROWS = 24  # rows of gate 2's filler sequence
 MIRROR_ROWS = 48  # rows of a mirror chunk
 P_BF16 = {"none": 0, "bf16": 1}  # the kernel template's p rounding per declared prob_round (others: no instance)
@@ -37,12 +39,32 @@ P_BF16 = {"none": 0, "bf16": 1}  # the kernel template's p rounding per declared
 @register
 class AttentionPrompt(WindowAttention):
     """Prompt chunks: each row's keys [first of its position, its position or its image span's end], in chunks at
-    absolute positions; partials per chunk, merged in chunk order as in decode."""
+    absolute positions; partials per chunk, merged in chunk order as in decode (abi: split), or merged online in
+    one launch that writes the output and each row's largest score (abi: fused)."""
 
     name = "attention.prompt"
     Spec = PromptSpec
     abi = ABI
     spec: PromptSpec
+
+    @property
+    def fused(self) -> bool:
+        """Whether the entry's kernel is the fused ABI's one launch."""
+        return self.spec.abi == "fused"
+
+    def kernel_abi(self) -> tuple[str, ...]:
+        return ABIS[self.spec.abi]
+
+    def compared_outputs(self) -> tuple[str, ...]:
+        """The outputs gate 2 compares bit for bit: out, and the fused ABI's row_m."""
+        return ("out", "row_m") if self.fused else ("out",)
+
+    def launch_shapes(self) -> list[dict]:
+        """The fused `attend` block: a warpgroup per 128 output dims (a kernel declares its own under `launch`)."""
+        if not self.fused:
+            return super().launch_shapes()
+        return [{"symbol": "attend", "threads": FUSED_THREADS * -(-self.spec.shape.head_dim // 128),
+                 "dynamic_smem": 0}]
 
     def exactness(self, case: str) -> list[Checked]:
         """Gate 1: the case's sequences in one call, every row with its rigorous ranges."""
@@ -71,19 +93,22 @@ class AttentionPrompt(WindowAttention):
         return 2 * sum(keys) * per_key + draw + reference + queries
 
     def case_buffer_bytes(self, case: str) -> int:
-        """The base call's cache pool (a slot per sequence and two spare), the longer cache's, and the partials."""
+        """The base call's cache pool (a slot per sequence and two spare), the longer cache's, and the partials
+        (the fused ABI writes none)."""
         c, shape = self._case(case), self.spec.shape
         pool = (len(c.sequences) + 2) * c.cache.rows * shape.kv_heads * shape.head_dim * BF16 * 2
+        if self.fused:
+            return 2 * pool + pool * 16
         window = self.window_of(c)
         n_part = max(partials_needed(window.first(s.start), s.end, self.spec.arithmetic.chunk) for s in c.sequences)
         partials = c.rows * shape.q_heads * n_part * (shape.head_dim + 2) * 4 * 2
         return 2 * pool + pool * 16 + partials
 
     def _build(self, label: str, seqs: list[PromptSeq], window: Window, scale: float | None = None, **kw):
-        """A call in the prompt ABI at the entry's scale unless given."""
+        """A call in the entry's prompt ABI at the entry's scale unless given."""
         a = self.spec.arithmetic
         return build_prompt_problem(label, seqs, self.spec.shape, window, a.chunk,
-                                    self.scale if scale is None else scale, a.out, **kw)
+                                    self.scale if scale is None else scale, a.out, abi=self.spec.abi, **kw)
 
     @functools.lru_cache(maxsize=8)
     def _seqs(self, case_name: str) -> tuple[PromptSeq, ...]:
@@ -102,13 +127,14 @@ class AttentionPrompt(WindowAttention):
         """A call over `seqs` with the rigorous ranges of every row."""
         scale = self.scale if scale is None else scale
         problem = self._build(label, seqs, window, scale=scale)
-        n_part = int(problem.scalars["n_part"])
+        n_part = int(problem.scalars["n_part"]) if "n_part" in problem.scalars else None
         a = self.spec.arithmetic
-        shared = a.score_order == "replay" and not exact_scores
+        shared = a.replays_scores and (a.merges_online or not exact_scores)  # the reference takes replayed scores
 
         def reference() -> Reference:
-            rows = [r for s in seqs for r in (with_shared_scores(s, window, scale) if shared else s.rows(window))]
-            return call_reference(rows, a, scale, n_part, exact_scores)
+            rows = [r for s in seqs for r in (with_shared_scores(s, window, scale, a.score_grouping) if shared
+                                              else s.rows(window))]
+            return call_reference(rows, a, scale, n_part, exact_scores, row_m=self.fused)
 
         return Checked(label, problem, reference,
                        notes={"keys": [r.pos - r.first + 1 for s in seqs for r in s.rows(window)]})
@@ -124,7 +150,7 @@ class AttentionPrompt(WindowAttention):
         base = build("base", seqs)
         plan = PromptPlan(seqs=seqs, filler=self.memo(("filler", case), lambda: self._filler(case, window)),
                           window=window, build=build)
-        return [InvarianceSet(case, base, ("out",), plan_prompt_variants(plan, base), axes=AXES)]
+        return [InvarianceSet(case, base, self.compared_outputs(), plan_prompt_variants(plan, base), axes=AXES)]
 
     def _filler(self, case: str, window: Window) -> PromptSeq:
         """Another sequence: FILLER_ROWS rows ending where the case's first sequence ends."""
@@ -135,7 +161,9 @@ class AttentionPrompt(WindowAttention):
         return realistic_sequence(rng, self.spec.shape, self.spec.values, window, seq, 1, self.scale)
 
     def merge_stress(self) -> list[Checked]:
-        """Gate 3: two 16-row chunks of one sequence whose chunk maxima lie tens of nats apart."""
+        """Gate 3: two 16-row chunks of one sequence whose chunk maxima lie tens of nats apart; an online merge
+        also gets a 16-row chunk of a sequence whose chunk maxima rise chunk by chunk, and is checked by its
+        replay (the order-free range assumes a two-pass merge)."""
         stress, a = self.spec.stress, self.spec.arithmetic
         n, c = stress.chunks, a.chunk
         window = Window(win=0, ring=n * c)
@@ -146,9 +174,16 @@ class AttentionPrompt(WindowAttention):
                               self.scale)
             ends = [Sequence(start=n * c - BAND, rows=BAND), Sequence(start=max(0, (n // 2) * c - BAND // 2),
                                                                       rows=BAND)]
-            return [same_query_sequence(seq, base) for seq in ends]
+            seqs = [same_query_sequence(seq, base) for seq in ends]
+            if a.merges_online:
+                rising = stress_row(rng, self.spec.shape, self.spec.values, window, n * c - 1, c, stress.gap_nats,
+                                    self.scale, rising=True)
+                seqs.append(same_query_sequence(ends[0], rising))
+            return seqs
 
         seqs = self.memo(("merge-stress",), draw)
+        if a.merges_online:
+            return [self._checked(STRESS_CASE, seqs, window)]
         rows = [r for s in seqs for r in s.rows(window)]
         problem = self._build(STRESS_CASE, seqs, window)
         return [Checked(STRESS_CASE, problem, lambda: Reference([expected_outputs(rows, a, self.scale)]))]
@@ -196,20 +231,28 @@ class AttentionPrompt(WindowAttention):
             chunks = [same_query_sequence(s, mirror_b_row(self.spec.shape, key_span(s, window), s.end, c,
                                                           self.scale)) for s in seqs]
         rows = [r for s in chunks for r in s.rows(window)]
-        return Checked(label, self._build(label, chunks, window),
-                       lambda: mirror_reference(rows, self.spec.shape, self.spec.arithmetic),
+        return Checked(label, self._build(label, chunks, window), lambda: self._mirror_reference(rows),
                        notes={"rows": [r.tag for r in rows]})
+
+    def _mirror_reference(self, rows: list) -> Reference:
+        """Mirror A's or B's exact output, and each row's largest score where the fused ABI writes it."""
+        ref = mirror_reference(rows, self.spec.shape, self.spec.arithmetic)
+        if self.fused:
+            ref.expected.append(row_maxima(rows, self.spec.arithmetic, self.scale))
+        return ref
 
     def bench_calls(self, keys: list[int], rows: list[int]) -> list:
         """A 512-row causal chunk ending at each context length (`rows` is decode's; a prompt chunk is its own)."""
         a = self.spec.arithmetic
-        return [prompt_call(self.spec.shape, k, a.chunk, self.scale, a.prob_round == "bf16") for k in keys]
+        return [prompt_call(self.spec.shape, k, a.chunk, self.scale, a.prob_round == "bf16", fused=self.fused)
+                for k in keys]
 
 
-def with_shared_scores(seq: PromptSeq, window: Window, scale: float) -> list:
-    """The chunk's rows as reference rows, each carrying its replayed scores from one batched replay."""
+def with_shared_scores(seq: PromptSeq, window: Window, scale: float, grouping: str = "decode") -> list:
+    """The chunk's rows as reference rows, each carrying its replayed scores (k-steps over the head dims of
+    `grouping`) from one batched replay."""
     rows = seq.rows(window)
     spans = [(r.first - seq.key0, r.pos - seq.key0) for r in rows]
-    for row, scores in zip(rows, shared_scores(seq.q, seq.k, spans, scale)):
+    for row, scores in zip(rows, shared_scores(seq.q, seq.k, spans, scale, grouping=grouping)):
         row.extra["scores"] = scores
     return rows

@@ -1,4 +1,5 @@
-"""Lay prompt chunks into the prompt ABI's buffers (docs/kernel-contract.md 7): rows, sequences, cache, workspace."""
+"""Lay prompt chunks into a prompt ABI's buffers (docs/kernel-contract.md 7): rows, sequences, cache, and the split
+ABI's workspace or the fused ABI's row maxima."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from kcontract.families.attention.window import Window
 from kcontract.problem import Assembled, KernelLaunch, OutputSpec, Problem
 
 BAND = 16  # rows per band: a partials block takes one band of one sequence
+TILE = 64  # rows per tile: a fused block takes one tile of one sequence
 PARTIALS_ARGS = ("q", "k_cache", "v_cache", "seq_row0", "seq_pos0", "seq_slot", "row_last", "part_m", "part_l",
                  "part_o", "win", "ring", "n_part", "scale", "kv_heads", "n_seq")
 MERGE_ARGS = ("part_m", "part_l", "part_o", "seq_row0", "seq_pos0", "row_last", "out", "win", "n_part", "kv_heads",
               "n_seq")
 ABI = ("q", "k_cache", "v_cache", "seq_row0", "seq_pos0", "seq_slot", "row_last", "part_m", "part_l", "part_o",
        "out", "win", "ring", "n_part", "scale", "kv_heads", "n_seq")
+ATTEND_ARGS = ("q", "k_cache", "v_cache", "seq_row0", "seq_pos0", "seq_slot", "row_last", "out", "row_m", "win",
+               "ring", "scale", "kv_heads", "n_seq")  # the fused ABI: one launch, its arguments are the ABI
+ABIS = {"split": ABI, "fused": ATTEND_ARGS}  # a prompt entry's `abi` -> a Python kernel's keyword arguments
 
 
 def partials_needed(first: int, last: int, chunk: int) -> int:
@@ -30,13 +35,19 @@ def bands(seqs: list[PromptSeq]) -> int:
     return sum(-(-s.seq.rows // BAND) for s in seqs)
 
 
+def tiles(row_counts: list[int]) -> int:
+    """Fused blocks along x: each sequence's rows in tiles of TILE."""
+    return sum(-(-rows // TILE) for rows in row_counts)
+
+
 def build_prompt_problem(label: str, seqs: list[PromptSeq], shape: Shape, window: Window, chunk: int,
                          scale: float, out_fmt: str, slots: list[int] | None = None, n_part: int | None = None,
-                         n_slots: int | None = None) -> Problem:
-    """A prompt call over `seqs`; sequence s reads cache slot slots[s] (default s).
+                         n_slots: int | None = None, abi: str = "split") -> Problem:
+    """A prompt call over `seqs` in the split or fused ABI; sequence s reads cache slot slots[s] (default s).
 
     Each slot holds what the cache holds when its chunk runs: every key up to the chunk's last row (the ring's
-    last `ring` of them); keys no row sees are finite noise, rows past the chunk's end are never written.
+    last `ring` of them); keys no row sees are finite noise, rows past the chunk's end are never written. n_part
+    is the split ABI's only.
     """
     hk, d = shape.kv_heads, shape.head_dim
     slots = list(range(len(seqs))) if slots is None else slots
@@ -59,9 +70,22 @@ def build_prompt_problem(label: str, seqs: list[PromptSeq], shape: Shape, window
             firsts.append(window.first(int(pos)))
             lasts.append(s.seq.last_visible(int(pos)))
     rows = len(lasts)
-    need = max(partials_needed(f, l, chunk) for f, l in zip(firsts, lasts))
-    n_part = need if n_part is None else n_part
     row0 = np.concatenate([[0], np.cumsum([s.seq.rows for s in seqs])]).astype(np.int32)
+    scalars = {"win": np.int32(window.win), "ring": np.int32(window.ring), "scale": np.float32(scale),
+               "kv_heads": np.int32(hk), "n_seq": np.int32(len(seqs))}
+    out = OutputSpec((rows, shape.q_heads, d), out_fmt)
+    if abi == "fused":
+        outputs = {"out": out, "row_m": OutputSpec((rows, shape.q_heads), "fp32")}
+        launches = (KernelLaunch("attend", (tiles([s.seq.rows for s in seqs]), shape.q_heads, 1), ATTEND_ARGS),)
+    else:
+        need = max(partials_needed(f, l, chunk) for f, l in zip(firsts, lasts))
+        n_part = need if n_part is None else n_part
+        outputs = {"part_m": OutputSpec((rows, shape.q_heads, n_part), "fp32"),
+                   "part_l": OutputSpec((rows, shape.q_heads, n_part), "fp32"),
+                   "part_o": OutputSpec((rows, shape.q_heads, n_part, d), "fp32"), "out": out}
+        scalars["n_part"] = np.int32(n_part)
+        launches = (partials_launch(n_part, hk, bands(seqs)),
+                    KernelLaunch("merge", (shape.q_heads, rows, 1), MERGE_ARGS))
     return Problem(
         label=label,
         inputs={
@@ -73,16 +97,9 @@ def build_prompt_problem(label: str, seqs: list[PromptSeq], shape: Shape, window
             "seq_slot": np.array(slots, dtype=np.int32),
             "row_last": np.array(lasts, dtype=np.int32),
         },
-        outputs={
-            "part_m": OutputSpec((rows, shape.q_heads, n_part), "fp32"),
-            "part_l": OutputSpec((rows, shape.q_heads, n_part), "fp32"),
-            "part_o": OutputSpec((rows, shape.q_heads, n_part, d), "fp32"),
-            "out": OutputSpec((rows, shape.q_heads, d), out_fmt),
-        },
-        scalars={"win": np.int32(window.win), "ring": np.int32(window.ring), "n_part": np.int32(n_part),
-                 "scale": np.float32(scale), "kv_heads": np.int32(hk), "n_seq": np.int32(len(seqs))},
-        launches=(partials_launch(n_part, hk, bands(seqs)),
-                  KernelLaunch("merge", (shape.q_heads, rows, 1), MERGE_ARGS)),
+        outputs=outputs,
+        scalars=scalars,
+        launches=launches,
     )
 
 

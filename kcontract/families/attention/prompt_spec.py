@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from kcontract.contract.model import Strict
@@ -77,6 +79,7 @@ class PromptCase(Strict):
 class PromptSpec(Strict):
     """Everything an attention prompt entry declares beyond the generic fields."""
 
+    abi: Literal["split", "fused"] = "split"  # partials then a merge (two launches), or one launch (docs 7)
     shape: Shape
     arithmetic: Arithmetic = Arithmetic()
     values: Values = Values()
@@ -84,6 +87,18 @@ class PromptSpec(Strict):
     stress: Stress = Stress()
     mirror: Mirror = Mirror()
     scale: float | None = Field(default=None, ge=2.0**-60, le=2.0**10)  # default fp32(1/sqrt(head_dim))
+
+    @model_validator(mode="after")
+    def _abi_order(self) -> "PromptSpec":
+        a = self.arithmetic
+        if self.abi == "fused" and (not a.merges_online or a.partials != "hidden"):
+            raise ValueError("abi: fused is one launch that merges online and writes no partials: it needs "
+                             f"sum_order: window_prompt_wgmma and partials: hidden, given: sum_order: {a.sum_order}, "
+                             f"partials: {a.partials}")
+        if self.abi == "split" and a.merges_online:
+            raise ValueError(f"sum_order: {a.sum_order} is the fused kernel's order (one launch, an online merge): it "
+                             "needs abi: fused")
+        return self
 
     @model_validator(mode="after")
     def _unique_cases(self) -> "PromptSpec":

@@ -24,7 +24,7 @@ class PromptPlan:
     seqs: list[PromptSeq]
     filler: PromptSeq
     window: Window
-    build: Callable[..., Problem]  # build(label, seqs, window=..., slots=..., n_part=...)
+    build: Callable[..., Problem]  # build(label, seqs, window=..., slots=..., n_part=...); n_part: split ABI only
 
 
 def split_points(seq: Sequence) -> list[int]:
@@ -71,8 +71,9 @@ def plan_prompt_variants(plan: PromptPlan, base: Problem) -> Iterator[Variant]:
     factor = factor_for(base.inputs["k_cache"].nbytes + base.inputs["v_cache"].nbytes)
     longer = Window(win=plan.window.win, ring=plan.window.ring * factor)
     yield Variant(f"cache_x{factor}", build(f"cache_x{factor}", seqs, window=longer), same)
-    n_part = 2 * int(base.scalars["n_part"]) + 3
-    yield Variant("n_part_larger", build("n_part_larger", seqs, n_part=n_part), same)
+    if "n_part" in base.scalars:  # the split ABI's workspace; the fused ABI has none
+        n_part = 2 * int(base.scalars["n_part"]) + 3
+        yield Variant("n_part_larger", build("n_part_larger", seqs, n_part=n_part), same)
     yield Variant("rerun", build("rerun", seqs), same)
     other = build("concurrent_other", [plan.filler])
     yield Variant("concurrent", build("concurrent", seqs), same, concurrent_with=other)

@@ -9,10 +9,12 @@ from kcontract.families.attention.partials import partial_ranges
 from kcontract.families.attention.replay import replay_rows
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic
+from kcontract.families.attention.tensorcore import replay_scores
 from kcontract.families.attention.window import chunk_of_key
 from kcontract.problem import Expected, Reference
 
 AXES = ("row", "head", "dim")
+ROW_M_AXES = ("row", "head")
 REPLAY_ELEMENTS = 1 << 26  # values of one key head's V by chunk lane, replayed at once (rows x chunks x C x D)
 
 
@@ -54,19 +56,24 @@ def expected_partials(rows: list[RowData], arith: Arithmetic, scale: float, n_pa
             for name, (lo, hi, center) in arrays.items()]
 
 
-def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_part: int | None = None
-                     ) -> dict[str, Expected]:
-    """Every output's range by replaying the declared sum order (replay.py): out, and the partials."""
+def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_part: int | None = None,
+                     row_m: bool = False) -> dict[str, Expected]:
+    """Every output's range by replaying the declared sum order (replay.py): out, the partials where n_part is
+    given, and each row's largest score where `row_m` (exact: decided)."""
     hq, d = rows[0].q.shape
     group = hq // rows[0].k.shape[1]
     found = [None] * len(rows)
     for block in replay_blocks(rows, arith.chunk, d):  # rows with one chunk count, replayed together
         got = replay_rows([(rows[b].q, rows[b].k, rows[b].v, rows[b].first, rows[b].pos, rows[b].extra.get("scores"))
-                           for b in block], scale, arith.chunk, group, order=arith.sum_order, p_round=arith.prob_round)
+                           for b in block], scale, arith.chunk, group, order=arith.sum_order, p_round=arith.prob_round,
+                          grouping=arith.score_grouping)
         for b, f in zip(block, got):
             found[b] = f
     out_lo, out_hi = (np.stack([f["out"][i] for f in found]) for i in (0, 1))
     expected = {"out": Expected("out", arith.out, out_lo, out_hi, 0.5 * (out_lo + out_hi), AXES)}
+    if row_m:
+        top = np.stack([f["row_m"][0] for f in found])
+        expected["row_m"] = Expected("row_m", "fp32", top, top.copy(), top, ROW_M_AXES)
     if n_part is None:
         return expected
     for name, key, tail in (("part_m", "m", ()), ("part_l", "l", ()), ("part_o", "o", (d,))):
@@ -80,17 +87,43 @@ def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_par
     return expected
 
 
-def call_reference(rows: list[RowData], arith: Arithmetic, scale: float, n_part: int,
-                   exact_scores: bool = False) -> Reference:
+def call_reference(rows: list[RowData], arith: Arithmetic, scale: float, n_part: int | None,
+                   exact_scores: bool = False, row_m: bool = False) -> Reference:
     """A call's reference: the output's range and, unless the kernel hides them, its partials' at fp32
-    resolution; by the declared order's replay where one is declared (and the scores are not exact anyway)."""
-    if arith.sum_order != "any" and not exact_scores:
-        found = replayed_outputs(rows, arith, scale, n_part if arith.partials == "checked" else None)
+    resolution (and each row's largest score where `row_m`); by the declared order's replay where one is
+    declared and the scores are not exact anyway.
+
+    An online merge (arith.merges_online) is replayed for exact scores (mirror C) too: the order-free range
+    (bounds.py, weights.py) assumes one rounded fma per chunk into L and O in the exact maximum's frame, where the
+    online merge rounds twice per chunk (RN(L a), then the fma) and weighs a chunk by the product of the exp factors
+    taken since. The replay is rigorous for any inputs: it needs only the kernel's fp32 scores, which the declared
+    grouping's replay gives bit for bit (on mirror C's inputs, the exact scores).
+    """
+    if arith.sum_order != "any" and (arith.merges_online or not exact_scores):
+        found = replayed_outputs(rows, arith, scale, n_part if arith.partials == "checked" else None, row_m)
         return Reference(list(found.values()))
+    if row_m:
+        raise ValueError("row_m is checked by replaying a declared order: declare sum_order: window_prompt_wgmma")
     expected = [expected_outputs(rows, arith, scale, exact_scores)]
     if arith.partials == "checked":
         expected += expected_partials(rows, arith, scale, n_part, exact_scores)
     return Reference(expected)
+
+
+def row_maxima(rows: list[RowData], arith: Arithmetic, scale: float) -> Expected:
+    """Each row's largest score [rows, Hq] in fp32, exact: the kernel's scores replayed in the declared k-step
+    grouping (or those a row carries)."""
+    tops = []
+    for row in rows:
+        s = row.extra.get("scores")
+        if s is None:
+            q, k, _ = row.floats()
+            group = q.shape[0] // k.shape[1]
+            s = np.concatenate([replay_scores(q[g * group:(g + 1) * group], k[:, g, :], scale,
+                                              grouping=arith.score_grouping) for g in range(k.shape[1])])
+        tops.append(s.max(axis=1))
+    top = np.stack(tops)
+    return Expected("row_m", "fp32", top, top.copy(), top, ROW_M_AXES)
 
 
 def replay_blocks(rows: list[RowData], chunk: int, d: int) -> list[list[int]]:

@@ -11,10 +11,14 @@ The declared orders: `window_prompt` (docs 8, kernels/window_prompt.cu) as below
 chunk, in order) then a xor butterfly; o_c as fma chains over KG contiguous key groups (KG = 256 DT / D,
 DT = 8, 4 or 2 dims per thread for G <= 4, <= 8, more) added in group order; the merge in 8 warp runs of
 ceil(n / 8) chunks, each an fma chain in chunk order from 0, the runs added in warp order; IEEE division,
-then bf16.
+then bf16. `window_prompt_wgmma` (docs 8, the fused ABI): 64-key chunks, l_c in quads (_quad_sums), o_c in
+tensor-core k-steps, and the merge online in chunk order (_merge_online), L and O carried as intervals.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -83,10 +87,20 @@ def key_groups(head_dim: int, group: int) -> int:
     return 256 * dt // head_dim
 
 
-ORDERS = {  # declared sum order -> (o's key groups, the merge's runs) for (D, G)
-    "window_decode": lambda d, g: (key_groups(d, g), WARPS),  # kernels/window_decode.cu
-    "window_prompt": lambda d, g: (1, 1),  # kernels/window_prompt.cu: one chain per chunk, one merge chain
-    "window_prompt_mma": lambda d, g: (0, 1),  # p times V in tensor-core k-steps of 16 keys (0: no fma chains)
+@dataclass(frozen=True)
+class Order:
+    """How a declared order sums: l inside a chunk, o inside a chunk, and the merge of the chunks."""
+
+    lanes: str  # l_c: "warp" (lane sums and a xor butterfly over 32 lanes) or "quad" (_quad_sums)
+    key_groups: Callable[[int, int], int]  # o_c's fma chains per chunk for (D, G); 0: tensor-core k-steps
+    runs: int  # the merge: runs of fma chains added in order (_merge); 0: online in chunk order (_merge_online)
+
+
+ORDERS = {  # declared sum order -> how it sums
+    "window_decode": Order("warp", key_groups, WARPS),  # kernels/window_decode.cu
+    "window_prompt": Order("warp", lambda d, g: 1, 1),  # kernels/window_prompt.cu: one chain per chunk and merge
+    "window_prompt_mma": Order("warp", lambda d, g: 0, 1),  # p times V in tensor-core k-steps of 16 keys
+    "window_prompt_wgmma": Order("quad", lambda d, g: 0, 0),  # the fused kernel: wgmma sums, an online merge
 }
 
 
@@ -98,18 +112,20 @@ def chunk_grid(first: int, pos: int, chunk: int) -> np.ndarray:
 
 
 def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: int, xp=None, scores=None,
-               order: str = "window_decode", p_round: str = "none") -> dict:
-    """Bounds of one row's partials and output under the declared order: {name: (lo, hi)} as host arrays.
+               order: str = "window_decode", p_round: str = "none", grouping: str = "decode") -> dict:
+    """Bounds of one row's partials, output and largest score under the declared order: {name: (lo, hi)} as host
+    arrays (m, l [Hq, nch], o [Hq, nch, D], out [Hq, D], row_m [Hq]).
 
-    xp (numpy or cupy, default the reference module: CuPy on a GPU) computes; scores: the row's replayed scores
-    [Hq, n] where the caller formed them already; order: the declared sum order (ORDERS); p_round: "bf16" where
-    the kernel rounds p to bf16 before both sums (RN is monotone, so the interval's ends round to its bounds).
+    xp (numpy or cupy, default the reference module: CuPy on a GPU) computes; scores: the row's scores [Hq, n]
+    where the caller formed them already (exact fp32 values: replayed, or exact in any order), else replayed here
+    in the k-step `grouping`; order: the declared sum order (ORDERS); p_round: "bf16" where the kernel rounds p
+    to bf16 before both sums (RN is monotone, so the interval's ends round to its bounds).
     """
-    return replay_rows([(q, k, v, first, pos, scores)], scale, chunk, group, xp, order, p_round)[0]
+    return replay_rows([(q, k, v, first, pos, scores)], scale, chunk, group, xp, order, p_round, grouping)[0]
 
 
 def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None, order: str = "window_decode",
-                p_round: str = "none") -> list[dict]:
+                p_round: str = "none", grouping: str = "decode") -> list[dict]:
     """replay_row for rows (q, k, v, first, pos, scores or None) with the same number of chunks, replayed
     together along a leading row axis: each row's bounds are those it gets alone."""
     xp = reference_module() if xp is None else xp
@@ -121,16 +137,20 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
     nch = grids[0].shape[0]
     on = xp.asarray(np.stack([g >= 0 for g in grids]))  # [R, nch, C]
     found = [{name: (np.empty(shape), np.empty(shape)) for name, shape in (
-        ("m", (hq, nch)), ("l", (hq, nch)), ("o", (hq, nch, d)), ("out", (hq, d)))} for _ in rows]
-    kg_n, runs = ORDERS[order](d, group)
+        ("m", (hq, nch)), ("l", (hq, nch)), ("o", (hq, nch, d)), ("out", (hq, d)), ("row_m", (hq,)))} for _ in rows]
+    how = ORDERS[order]
+    kg_n = how.key_groups(d, group)
+    lane_sums = _quad_sums if how.lanes == "quad" else _lane_sums
     for g in range(hk):
         heads = slice(g * group, (g + 1) * group)
         s_rows, v_rows = [], []
         for (q, k, v, _, _, scores), grid in zip(rows, grids):
             idx = xp.asarray(np.maximum(grid, 0))
             kk = as_float64(to_device(np.ascontiguousarray(np.asarray(k)[:, g, :]), xp))
-            s = (replay_scores(as_float64(to_device(np.asarray(q), xp))[heads], kk, scale, xp) if scores is None
-                 else to_device(np.ascontiguousarray(scores[heads]), xp))  # [G, n] exact fp32
+            if scores is None:
+                s = replay_scores(as_float64(to_device(np.asarray(q), xp))[heads], kk, scale, xp, grouping)
+            else:
+                s = to_device(np.ascontiguousarray(scores[heads]), xp)  # [G, n] exact fp32
             s_rows.append(s[:, idx])
             v_rows.append(as_float64(to_device(np.ascontiguousarray(np.asarray(v)[:, g, :]), xp))[idx])
         sg = xp.where(on[:, None], xp.stack(s_rows), -xp.inf)  # [R, G, nch, C]
@@ -141,13 +161,18 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
         if p_round == "bf16":
             p_lo, p_hi = round_to(p_lo, "bf16"), round_to(p_hi, "bf16")
         vg = xp.where(on[..., None], xp.stack(v_rows), 0.0)  # [R, nch, C, D]
-        l_lo, l_hi = _lane_sums(p_lo), _lane_sums(p_hi)
+        l_lo, l_hi = lane_sums(p_lo), lane_sums(p_hi)
         if kg_n:
             o_lo, o_hi = _group_chains(p_lo, p_hi, vg, kg_n)
         else:
             o_lo, o_hi = _mma_steps(p_lo, p_hi, vg, parts=mma_sums.parts(p_round))
-        y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, runs)
-        for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi)):
+        if how.runs:
+            y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, how.runs)
+        else:
+            y_lo, y_hi = _merge_online(m, l_lo, l_hi, o_lo, o_hi)
+        top = m.max(axis=-1)  # the row's largest score: the online merge's final M, exact
+        for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi),
+                             ("row_m", top, top)):
             lo, hi = to_host(lo), to_host(hi)
             for r, f in enumerate(found):
                 f[name][0][heads], f[name][1][heads] = lo[r], hi[r]
@@ -162,6 +187,19 @@ def _lane_sums(p: np.ndarray) -> np.ndarray:
         lanes = add32(lanes, p[..., 32 * i:32 * i + 32])
     for off in (16, 8, 4, 2, 1):
         lanes = add32(lanes, lanes[..., xp.arange(32) ^ off])
+    return lanes[..., 0]
+
+
+def _quad_sums(p: np.ndarray) -> np.ndarray:
+    """l as a wgmma accumulator holds p: thread c of a quad adds keys 8 t + 2 c + e (t outer, e = 0, 1 inner) in
+    order from 0, then the quad's butterfly (xor 1, then xor 2); thread 0's sum."""
+    xp = array_module(p)
+    lanes = xp.zeros(p.shape[:-1] + (4,))
+    for t in range(p.shape[-1] // 8):
+        for e in (0, 1):
+            lanes = add32(lanes, p[..., 8 * t + e:8 * t + 8:2])
+    for off in (1, 2):
+        lanes = add32(lanes, lanes[..., xp.arange(4) ^ off])
     return lanes[..., 0]
 
 
@@ -252,6 +290,42 @@ def _merge(m, l_lo, l_hi, o_lo, o_hi, runs: int = WARPS):
             big_l, big_o = add32(big_l, run_l), add32(big_o, run_o)
         sums.append((big_l, big_o))
     (l_small, o_small), (l_big, o_big) = sums
+    return _quotient(l_small, o_small, l_big, o_big)
+
+
+def _merge_online(m, l_lo, l_hi, o_lo, o_hi):
+    """out bounds of the online merge in chunk order from M = -inf, L = O = 0: per chunk M' = max(M, m_c),
+    a = expf(RN(M - M')), b = expf(RN(m_c - M')), L = fma(l_c, b, RN(L a)), O = fma(o_c, b, RN(O a)), M = M';
+    then O / L, bf16. m and l [..., nch], o [..., nch, D].
+
+    Every m_c is exact, so a and b are expf of exact arguments (exactly 1 at 0, exactly 0 at -inf: the first
+    chunk's a). L and O are carried as intervals: each step is monotone in L, O, l_c and o_c, and in a and b
+    (both >= 0) by the sign of what they multiply, so the lower end takes x_lo (y_lo if x_lo >= 0 else y_hi) for
+    each product x y, the upper x_hi (y_hi if x_hi >= 0 else y_lo); products of fp32 values are exact in float64.
+    """
+    xp = array_module(m)
+    big_m = xp.full(m.shape[:-1] + (1,), -xp.inf)
+    big_l = [xp.zeros_like(big_m), xp.zeros_like(big_m)]  # [lower, upper]
+    big_o = [xp.zeros(o_lo.shape[:-2] + o_lo.shape[-1:]) for _ in range(2)]
+    for c in range(m.shape[-1]):
+        mc = m[..., c:c + 1]
+        new = xp.maximum(big_m, mc)
+        a = exp_interval(rn32(big_m - new))  # the difference of two fp32 values: RN in float64, then fp32, is RN32
+        b = exp_interval(rn32(mc - new))
+        for end, (l_c, o_c) in enumerate(((l_lo, o_lo), (l_hi, o_hi))):
+            lower = end == 0
+            big_l[end] = fma32(l_c[..., c:c + 1], b[end], rn32(big_l[end] * a[end]))
+            oc, acc = o_c[..., c, :], big_o[end]
+            b_at = xp.where((oc >= 0) == lower, b[0], b[1])
+            a_at = xp.where((acc >= 0) == lower, a[0], a[1])
+            big_o[end] = fma32(oc, b_at, rn32(acc * a_at))
+        big_m = new
+    return _quotient(big_l[0], big_o[0], big_l[1], big_o[1])
+
+
+def _quotient(l_small, o_small, l_big, o_big):
+    """bf16 bounds of RN32(O / L) for O in [o_small, o_big] and L in [l_small, l_big], L > 0."""
+    xp = array_module(o_small)
     with np.errstate(divide="ignore", invalid="ignore"):
         y_lo = xp.where(o_small >= 0, o_small / l_big, o_small / l_small)
         y_hi = xp.where(o_big >= 0, o_big / l_small, o_big / l_big)

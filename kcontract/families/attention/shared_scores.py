@@ -12,10 +12,10 @@ from kcontract.numerics.xp import reference_module, to_device, to_host
 ELEMENTS = 1 << 24  # scores formed per block: rows x query heads of one key head x keys
 
 
-def shared_scores(q: np.ndarray, k: np.ndarray, spans: list[tuple[int, int]], scale: float, xp=None
-                  ) -> list[np.ndarray]:
+def shared_scores(q: np.ndarray, k: np.ndarray, spans: list[tuple[int, int]], scale: float, xp=None,
+                  grouping: str = "decode") -> list[np.ndarray]:
     """Each row's replayed fp32 scores [Hq, n_r] as float64: q [R, Hq, D] and k [n, Hk, D] as bf16 bits or values,
-    spans[r] = (lo, hi), row r's keys k[lo .. hi]."""
+    spans[r] = (lo, hi), row r's keys k[lo .. hi]; k-steps over the head dims of `grouping`."""
     xp = reference_module() if xp is None else xp
     rows, hq, d = q.shape
     hk = k.shape[1]
@@ -37,7 +37,7 @@ def shared_scores(q: np.ndarray, k: np.ndarray, spans: list[tuple[int, int]], sc
             heads = slice(g * group, (g + 1) * group)
             qg = as_float64(to_device(np.ascontiguousarray(q[block][:, heads].reshape(-1, d)), xp))
             kg = to_device(np.ascontiguousarray(k[lo:hi + 1, g, :]), xp)
-            s, _ = score_sums(qg, kg, scale, replay=True, with_abs=False)
+            s, _ = score_sums(qg, kg, scale, replay=True, with_abs=False, grouping=grouping)
             s = to_host(s).reshape(len(block), group, hi - lo + 1)
             for j, r in enumerate(block):
                 found[r][heads] = s[j, :, spans[r][0] - lo:spans[r][1] - lo + 1]

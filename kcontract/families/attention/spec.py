@@ -35,8 +35,11 @@ class Arithmetic(Strict):
 
     chunk: int = Field(default=256, gt=0)  # keys per partial, at absolute positions
     score: Literal["fp32", "mma_bf16"] = "fp32"  # IEEE fp32 dot products, or tensor-core bf16 k-steps of 16
-    score_order: Literal["any", "replay"] = "any"  # replay: the decode kernel's k-step order, replayed bit for bit
-    sum_order: Literal["any", "window_decode", "window_prompt", "window_prompt_mma"] = "any"  # replayed orders
+    # replay: the decode kernel's k-step grouping of head dims, replayed bit for bit; replay_natural: dims
+    # 16 s .. 16 s + 15 in step s = 0 .. D/16 - 1 (tensorcore.kstep_dims)
+    score_order: Literal["any", "replay", "replay_natural"] = "any"
+    sum_order: Literal["any", "window_decode", "window_prompt", "window_prompt_mma",
+                       "window_prompt_wgmma"] = "any"  # replayed orders (replay.py)
     pv: Literal["fp32", "mma_bf16"] | None = None  # p times V: IEEE fp32 sums or tensor-core k-steps of 16 keys
     exp: Literal["expf", "exp2f", "ex2.approx", "__expf"] = "expf"
     prob_round: Literal["none", "bf16", "bf16_numerator"] = "none"  # where p is rounded to bf16
@@ -45,15 +48,30 @@ class Arithmetic(Strict):
     out: Literal["bf16", "fp16", "fp32"] = "bf16"
     partials: Literal["checked", "hidden"] = "checked"  # part_m/l/o checked at fp32 resolution, or not written
 
+    @property
+    def replays_scores(self) -> bool:
+        """Whether the kernel's scores are replayed bit for bit (E_j = 0)."""
+        return self.score_order in ("replay", "replay_natural")
+
+    @property
+    def score_grouping(self) -> str:
+        """The replayed scores' k-step grouping of head dims (tensorcore.kstep_dims)."""
+        return "natural" if self.score_order == "replay_natural" else "decode"
+
+    @property
+    def merges_online(self) -> bool:
+        """Whether the declared order merges chunks online (two roundings per chunk for L and O)."""
+        return self.sum_order == "window_prompt_wgmma"
 
     @model_validator(mode="after")
     def _replay_needs_mma(self) -> "Arithmetic":
-        if self.score_order == "replay" and self.score != "mma_bf16":
-            raise ValueError("score_order: replay replays tensor-core k-steps: it needs score: mma_bf16")
+        if self.replays_scores and self.score != "mma_bf16":
+            raise ValueError(f"score_order: {self.score_order} replays tensor-core k-steps: it needs score: mma_bf16")
         rounds = ("none", "bf16") if self.sum_order.startswith("window_prompt") else ("none",)
-        plain = (self.score_order == "replay" and self.exp == "expf" and self.prob_round in rounds and
-                 self.div == "ieee" and self.out == "bf16" and self.chunk == 256 and self.rescales_per_key == 0)
-        need = "mma_bf16" if self.sum_order == "window_prompt_mma" else "fp32"
+        scores, chunk = ("replay_natural", 64) if self.merges_online else ("replay", 256)
+        plain = (self.score_order == scores and self.exp == "expf" and self.prob_round in rounds and
+                 self.div == "ieee" and self.out == "bf16" and self.chunk == chunk and self.rescales_per_key == 0)
+        need = "mma_bf16" if self.sum_order in ("window_prompt_mma", "window_prompt_wgmma") else "fp32"
         if self.pv is None:  # unsaid: what the declared order sums with, else fp32
             self.pv = need
         if self.sum_order != "any" and self.pv != need:
@@ -63,9 +81,12 @@ class Arithmetic(Strict):
             raise ValueError("pv: mma_bf16 sums a chunk in k-steps of 16 keys: it needs a chunk that is a multiple "
                              "of 16 and no online rescale inside the chunk (rescales_per_key: 0)")
         if self.sum_order != "any" and not plain:
-            raise ValueError(f"sum_order: {self.sum_order} replays a kernel's own order: it needs score_order: replay, "
-                             f"exp: expf, prob_round: {' or '.join(rounds)}, div: ieee, out: bf16, chunk: 256, "
-                             "no rescales")
+            raise ValueError(f"sum_order: {self.sum_order} replays a kernel's own order: it needs score_order: "
+                             f"{scores}, exp: expf, prob_round: {' or '.join(rounds)}, div: ieee, out: bf16, "
+                             f"chunk: {chunk}, no rescales")
+        if self.merges_online and self.partials != "hidden":
+            raise ValueError(f"sum_order: {self.sum_order} merges online and writes no partials: it needs "
+                             "partials: hidden")
         return self
 
 
@@ -158,6 +179,13 @@ class DecodeSpec(Strict):
     stress: Stress = Stress()
     mirror: Mirror = Mirror()
     scale: float | None = Field(default=None, ge=2.0**-60, le=2.0**10)  # default fp32(1/sqrt(head_dim))
+
+    @model_validator(mode="after")
+    def _decode_order(self) -> "DecodeSpec":
+        if self.arithmetic.merges_online:
+            raise ValueError(f"sum_order: {self.arithmetic.sum_order} is the fused prompt kernel's order: a decode "
+                             "entry cannot declare it (family attention.prompt with abi: fused)")
+        return self
 
     @model_validator(mode="after")
     def _unique_cases(self) -> "DecodeSpec":

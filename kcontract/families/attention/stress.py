@@ -17,15 +17,22 @@ def stress_positions(stress: Stress, chunk: int) -> list[int]:
 
 
 def stress_row(rng: np.random.Generator, shape: Shape, values: Values, window: Window, pos: int, chunk: int,
-               gap_nats: float, scale: float):
-    """A realistic row whose chunks each get one peaked key at a chunk-specific height in [0, gap_nats]."""
+               gap_nats: float, scale: float, rising: bool = False):
+    """A realistic row whose chunks each get one peaked key at a chunk-specific height in [0, gap_nats]; `rising`
+    sorts the heights, so the running maximum of an online merge grows at every chunk and each rescale of its
+    running sums counts."""
     row = realistic_row(rng, shape, values, window, pos, "mean-shifted", scale)
     q, k, v = row.floats()
     cid = (np.arange(row.first, pos + 1) // chunk) - row.first // chunk
-    for c in np.unique(cid):
+    chunks = np.unique(cid)
+    rise = np.sort(rng.uniform(0.0, gap_nats, size=len(chunks))) if rising else None
+    for c in chunks:
         idx = np.flatnonzero(cid == c)
         where = idx[[0, -1, len(idx) // 2][c % 3]]  # the peak sits on the chunk's first, last or middle key
-        height = gap_nats if c % 7 == 0 else rng.uniform(0.0, gap_nats)
+        if rise is not None:
+            height = rise[c]
+        else:
+            height = gap_nats if c % 7 == 0 else rng.uniform(0.0, gap_nats)
         add_peaks(rng, q, k, shape, 1, height, scale, where=np.array([where]))
     row.k = rn_bits(k, "bf16")
     row.tag = "merge-stress"

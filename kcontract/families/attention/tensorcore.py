@@ -18,8 +18,16 @@ KEEP_BITS = 25  # bits kept below the frame exponent
 STEP = 16  # products per k-step
 
 
-def kstep_dims(head_dim: int) -> np.ndarray:
-    """[D/16, 16] head dims of each k-step as the decode kernel feeds them (lane t: 8 t + 0..3, then 4..7)."""
+GROUPINGS = ("decode", "natural")  # the head dims each k-step takes: the decode kernel's, or 16 s .. 16 s + 15
+
+
+def kstep_dims(head_dim: int, grouping: str = "decode") -> np.ndarray:
+    """[D/16, 16] head dims of each k-step: "decode" as the decode kernel feeds them (lane t: 8 t + 0..3, then
+    4..7), "natural" dims 16 s .. 16 s + 15 in step s (a wgmma over a K-major tile)."""
+    if grouping == "natural":
+        return np.arange(head_dim).reshape(-1, STEP)
+    if grouping != "decode":
+        raise ValueError(f"a k-step grouping of {' or '.join(GROUPINGS)}, given: {grouping!r}")
     steps = []
     for pair in range(head_dim // 32):
         for half in (0, 4):
@@ -50,15 +58,17 @@ def kstep(c, a, b, xp=None):
     ce = xp.where(c != 0, _raw_exponent(c, xp), -10**6)
     frame = xp.maximum(pe.max(axis=-1), ce)
     unit = xp.ldexp(xp.ones_like(c), frame - KEEP_BITS)
-    cut = xp.trunc(products / unit[..., None]).sum(axis=-1) + xp.trunc(c / unit)  # exact integers below 2^53
+    with np.errstate(invalid="ignore"):  # a step of zero terms divides 0 by 0: replaced by c * 0 below
+        cut = xp.trunc(products / unit[..., None]).sum(axis=-1) + xp.trunc(c / unit)  # exact integers below 2^53
     total = cut * unit
     return xp.where(frame > -10**5, _truncate_f32(total, xp), c * 0.0)
 
 
-def replay_dots(q, k, xp=None):
-    """[G, n] tensor-core dot products of queries q [G, D] with keys k [n, D] (bf16 values as float64)."""
+def replay_dots(q, k, xp=None, grouping: str = "decode"):
+    """[G, n] tensor-core dot products of queries q [G, D] with keys k [n, D] (bf16 values as float64), k-steps
+    over the head dims of `grouping` (kstep_dims) in step order."""
     xp = xp or array_module(k)
-    dims = xp.asarray(kstep_dims(q.shape[1]))
+    dims = xp.asarray(kstep_dims(q.shape[1], grouping))
     acc = xp.zeros((q.shape[0], k.shape[0]))
     for step in range(dims.shape[0]):
         a = q[:, dims[step]][:, None, :]  # [G, 1, 16]
@@ -68,8 +78,8 @@ def replay_dots(q, k, xp=None):
     return acc
 
 
-def replay_scores(q, k, scale: float, xp=None):
-    """The kernel's fp32 scores RN(dot * scale) as float64: exact, for a kernel that declares this order."""
+def replay_scores(q, k, scale: float, xp=None, grouping: str = "decode"):
+    """The kernel's fp32 scores RN(dot * scale) as float64: exact, for a kernel that declares this grouping."""
     xp = xp or array_module(k)
-    dots = replay_dots(q, k, xp)
+    dots = replay_dots(q, k, xp, grouping)
     return (dots.astype(xp.float32) * xp.float32(scale)).astype(xp.float64)
