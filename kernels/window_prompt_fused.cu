@@ -1,22 +1,23 @@
 // Fused window-attention prompt on warpgroup tensor cores (sm_90a): window_prompt_attend takes 64 consecutive rows
 // of one sequence and one query head, walks their keys in 64-key chunks at absolute positions and merges each
 // chunk into the rows' running (M, L, O) in registers, so only the output and each row's largest score reach
-// global memory. D = head dim (128, 256), G = query heads per key head (1..16), PB = 1 rounds p to bf16 before
+// global memory. D = head dim (128, 256, 512), G = query heads per key head (1..16), PB = 1 rounds p to bf16 before
 // both sums (bf16 P), 0 keeps it fp32 (P32, as three exact bf16 parts). bf16 travels as uint16_t bit patterns.
 //
-// Launch geometry: grid (tiles, kv_heads * G), tiles = sum over sequences of ceil(rows / 64); D threads, one
-// warpgroup per 128 output dims (at D = 256 both warpgroups form the same scores); wf::kSmemBytes<D> = (1 + 2 WF_STAGES) 128 D
-// bytes of dynamic shared memory (the kernel traps on any other size). Off sm_90a the kernel traps.
+// Launch geometry: grid (tiles, kv_heads * G), tiles = sum over sequences of ceil(rows / 64); 256 threads, two
+// warpgroups: warpgroup g scores the chunk's keys 32 g .. 32 g + 31 and owns output dims g D / 2 .. (g + 1) D / 2;
+// wf::kSmemBytes<D, PB> bytes of dynamic shared memory (the kernel traps on any other size). Off sm_90a it traps.
 //
-// Shared memory: Q, then K and V of WF_STAGES chunks (the next ones land while this one is used), each a 64 x D bf16
-// tile stored as D / 64 blocks of 64 rows x 128 bytes with the 128-byte swizzle (16-byte piece j of row r at
-// piece j ^ (r % 8)): K-major for Q and K (rows are rows or keys), MN-major for V (rows are keys).
+// Shared memory: Q, then K and V of wf::kStages<D> chunks, each a 64 x D bf16 tile stored as D / 64 blocks of 64
+// rows x 128 bytes with the 128-byte swizzle (16-byte piece j of row r at piece j ^ (r % 8)): K-major for Q and K
+// (rows are rows or keys), MN-major for V (rows are keys); then p's bf16 parts (64 rows x 64 keys each, K-major,
+// swizzled) and the two warpgroups' exchange of chunk maxima and partial sums.
 //
-// The order, per row and chunk (sum_order window_prompt_wgmma, docs/kernel-contract.md 8):
+// The order, per row and chunk (sum_order window_prompt_wgmma, docs/kernel-contract.md 8.1):
 //   s = RN(dot * scale), dot by wgmma k-steps over dims 16 s .. 16 s + 15 in order from 0; masked keys -inf;
 //   m_c = max s (exact); p = expf(RN(s - m_c)), rounded to bf16 for bf16 P;
-//   l_c: lane c4 of the row's quad adds keys 8 t + 2 c4 + e (t = 0..7, e = 0, 1) in order from 0, then the quad
-//        butterfly (xor 1, then xor 2);
+//   l_c: lane c4 of the row's quad adds keys 8 t + 2 c4 + e (t = 0..7, e = 0, 1) in order from 0 (warpgroup 0 adds
+//        t = 0..3 and hands its sum to warpgroup 1, which adds t = 4..7), then the quad butterfly (xor 1, then 2);
 //   o_c: wgmma k-steps over keys 16 k .. 16 k + 15 from 0, per k-step p's parts hi, mid, lo in turn;
 //   merge: M' = max(M, m_c), a = expf(RN(M - M')), b = expf(RN(m_c - M')), L = fma(l_c, b, RN(L a)),
 //          O = fma(o_c, b, RN(O a)); a chunk the row does not see leaves (M, L, O) as they were;
@@ -40,12 +41,7 @@
 #define WF_RESCALE(x, a) __fmul_rn((x), (a))
 #endif
 
-// Chunks of K and V in shared memory at once: this one and STAGES - 1 landing behind it.
-#ifndef WF_STAGES
-#define WF_STAGES 2
-#endif
-
-// Descriptor byte offsets (leading, stride) of the K-major tiles (Q, K) and of the MN-major V tile.
+// Descriptor byte offsets (leading, stride) of the K-major tiles (Q, K, p) and of the MN-major V tile.
 #ifndef WF_K_LBO
 #define WF_K_LBO 16
 #endif
@@ -61,37 +57,78 @@
 
 namespace wf {
 
-constexpr int kTile = 64;   // rows per block: the wgmma's M
-constexpr int kChunk = 64;  // keys per chunk, at absolute positions: the scores' N
+constexpr int kTile = 64;      // rows per block: the wgmma's M
+constexpr int kChunk = 64;     // keys per chunk, at absolute positions
+constexpr int kThreads = 256;  // two warpgroups
+constexpr int kHalf = 32;      // keys a warpgroup scores: the scores' N
 
 template <int D>
 constexpr int kTileBytes = kTile * D * 2;  // one swizzled 64 x D bf16 tile
 
-constexpr int kStages = WF_STAGES;
-
+// Chunks of K and V in shared memory at once: two where they fit beside Q and p, else one.
 template <int D>
-constexpr int kSmemBytes = (1 + 2 * kStages) * kTileBytes<D>;  // Q, K[stages], V[stages]
+constexpr int kStages = D == 512 ? 1 : 2;
 
 template <int PB>
 constexpr int kParts = PB ? 1 : 3;  // bf16 parts of p: fp32 p is exactly hi + mid + lo
+
+constexpr int kPartBytes = kTile * kChunk * 2;  // one part of p, 64 rows x 64 keys
+constexpr int kExchangeBytes = 3 * 128 * 8;     // both warpgroups' chunk maxima, warpgroup 0's partial l_c
+
+template <int D, int PB>
+constexpr int kSmemBytes = (1 + 2 * kStages<D>) * kTileBytes<D> + kParts<PB> * kPartBytes + kExchangeBytes;
+
+template <int D>
+constexpr int kMinBlocks = D == 128 ? 2 : 1;  // two blocks per SM where registers and shared memory allow
 
 // Byte offset of element (r, col) of a swizzled tile: block col / 64, row r, piece (col % 64 / 8) ^ (r % 8).
 __device__ __forceinline__ int swizzled(int r, int col) {
   return (col / 64) * 8192 + r * 128 + ((((col % 64) / 8) ^ (r % 8)) * 16) + (col % 8) * 2;
 }
 
+// Byte offset of score k-step ks (dims 16 ks .. + 15) in a K-major swizzled tile.
+__device__ __forceinline__ int kstep_bytes(int ks) { return (ks / 4) * 8192 + (ks % 4) * 32; }
+
 using Tile = tc::RowBlock;
 using tc::first_key;
 
 // A thread's share of copying a 64 x D bf16 tile into swizzled shared memory: the 16-byte pieces at column
-// col = 8 (tid % (D / 8)) of rows r0 + 8 n, n = 0..7, r0 = tid / (D / 8) (consecutive threads on consecutive
-// pieces of a row); so piece n lands at at + 1024 n.
+// col = 8 (tid % (D / 8)) of rows r0 + kStep n (consecutive threads on consecutive pieces of a row).
 template <int D>
 struct Share {
-  int r0, col, at;
-  __device__ __forceinline__ Share() : r0(threadIdx.x / (D / 8)), col(8 * (threadIdx.x % (D / 8))),
-                                       at(swizzled(threadIdx.x / (D / 8), 8 * (threadIdx.x % (D / 8)))) {}
+  static constexpr int kStep = kThreads * 8 / D;  // rows between a thread's pieces
+  static constexpr int kPieces = kTile / kStep;
+  static_assert(kStep % 8 == 0 || kStep == 4, "a piece's swizzle repeats every one or two pieces");
+  int r0, col, at[2];
+  __device__ __forceinline__ Share() : r0(threadIdx.x / (D / 8)), col(8 * (threadIdx.x % (D / 8))) {
+    at[0] = swizzled(r0, col);
+    at[1] = swizzled(r0 + kStep % 8, col) - (kStep % 8) * 128;  // odd pieces where kStep is 4
+  }
+  __device__ __forceinline__ int offset(int n) const { return at[kStep % 8 ? n % 2 : 0] + n * kStep * 128; }
 };
+
+// This thread's pieces of the cache rows of keys key0 .. key0 + 63 (at slot key % ring) into a swizzled tile;
+// keys outside [lo_key, hi_key] are zeros and read nothing. One copy group is the caller's.
+template <int D>
+__device__ __forceinline__ void load_keys(unsigned char* dst, const unsigned short* src, long long row_elems,
+                                          int key0, int lo_key, int hi_key, int ring, const Share<D>& sh) {
+  const int kr = key0 % ring;  // the cache row of the chunk's first key
+  if (key0 >= lo_key && key0 + kChunk - 1 <= hi_key && kr + kChunk <= ring) {  // block-uniform: every key, no wrap
+    const unsigned short* from = src + static_cast<long long>(kr + sh.r0) * row_elems;
+#pragma unroll
+    for (int n = 0; n < Share<D>::kPieces; ++n)
+      tc::cp_async16(dst + sh.offset(n), from + n * Share<D>::kStep * row_elems, 16u);
+    return;
+  }
+#pragma unroll
+  for (int n = 0; n < Share<D>::kPieces; ++n) {
+    const int key = key0 + sh.r0 + n * Share<D>::kStep;
+    int row = kr + sh.r0 + n * Share<D>::kStep;
+    while (row >= ring) row -= ring;
+    const bool on = key >= lo_key && key <= hi_key;
+    tc::cp_async16(dst + sh.offset(n), src + (on ? row : 0) * row_elems, on ? 16u : 0u);
+  }
+}
 
 // RN of two floats to bf16 in one word, lo in the low half; and the halves back as floats (exact).
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
@@ -104,30 +141,36 @@ __device__ __forceinline__ float high_half(unsigned w) { return __uint_as_float(
 }  // namespace wf
 
 template <int D, int G, int PB>
-__global__ void __launch_bounds__(D, 1)
+__global__ void __launch_bounds__(wf::kThreads, wf::kMinBlocks<D>)
 window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k_cache,
                      const unsigned short* __restrict__ v_cache, const int* __restrict__ seq_row0,
                      const int* __restrict__ seq_pos0, const int* __restrict__ seq_slot,
                      const int* __restrict__ row_last, unsigned short* __restrict__ out, float* __restrict__ row_m,
                      int win, int ring, float scale, int kv_heads, int n_seq) {
-  static_assert(D == 128 || D == 256, "head dim 128 or 256");
+  static_assert(D == 128 || D == 256 || D == 512, "head dim 128, 256 or 512");
   static_assert(G >= 1 && G <= 16, "1 to 16 query heads per key head");
-  static_assert(wf::kChunk == wf::kTile, "a chunk's keys are the scores' N = 64");
+  static_assert(wf::kChunk == 2 * wf::kHalf, "each warpgroup scores half a chunk");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kParts = wf::kParts<PB>;
-  constexpr int kSteps = D / 16;  // score k-steps per chunk
+  constexpr int kStages = wf::kStages<D>;
+  constexpr int kSteps = D / 16;                           // score k-steps per chunk
+  constexpr int kBlocks = D / 128;                         // 64-dim output blocks a warpgroup owns
+  constexpr int kPassBlocks = kBlocks < 2 ? kBlocks : 2;   // o_c of at most 128 dims in registers at once
+  constexpr int kTileBytes = wf::kTileBytes<D>;
   extern __shared__ __align__(1024) unsigned char wf_smem[];
   unsigned dyn_bytes;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
-  if (dyn_bytes != static_cast<unsigned>(wf::kSmemBytes<D>)) __trap();  // the launch must give the layout
+  if (dyn_bytes != static_cast<unsigned>(wf::kSmemBytes<D, PB>)) __trap();  // the launch must give the layout
   if (static_cast<unsigned>(__cvta_generic_to_shared(wf_smem)) % 1024) __trap();  // the swizzle's atoms align
   unsigned char* q_s = wf_smem;
-  constexpr int kStages = wf::kStages;
-  static_assert(kStages >= 2, "two stages at least: one used while the next lands");
-  unsigned char* k_s = wf_smem + wf::kTileBytes<D>;                  // [stages] chunks
-  unsigned char* v_s = wf_smem + (1 + kStages) * wf::kTileBytes<D>;  // [stages] chunks
+  unsigned char* k_s = q_s + kTileBytes;                // [stages] chunks
+  unsigned char* v_s = k_s + kStages * kTileBytes;      // [stages] chunks
+  unsigned char* p_s = v_s + kStages * kTileBytes;      // [parts] 64 x 64 tiles
+  float2* x_max = reinterpret_cast<float2*>(p_s + kParts * wf::kPartBytes);  // [group][128]: a thread's two rows
+  float2* x_sum = x_max + 2 * 128;                                            // [128]
 
-  const int tid = threadIdx.x, group = tid / 128, warp = tid % 128 / 32, lane = tid % 32;
+  const int tid = threadIdx.x, t128 = tid % 128, warp = t128 / 32, lane = tid % 32;
+  const int group = __shfl_sync(0xffffffffu, tid / 128, 0);  // warp-uniform, and known so: descriptors stay uniform
   const int gr = lane / 4, c4 = lane % 4;
   const int h = blockIdx.y, kh = h / G, hq = kv_heads * G;
   const wf::Tile tile = tc::find_rows<wf::kTile>(seq_row0, seq_pos0, n_seq, blockIdx.x);
@@ -143,196 +186,249 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
     last[i] = r < tile.rows ? WF_LAST_KEY(pos, row_last[tile.row0 + r]) : 0;
   }
   int lo_key = 0x7fffffff, hi_key = -1;  // the tile's keys
+  int all_first = -1, all_last = 0x7fffffff;  // keys every row of the tile sees: [all_first, all_last]
   for (int r = 0; r < tile.rows; ++r) {
     const int pos = tile.pos0 + tile.row0 + r - tile.seq_row0;
-    lo_key = min(lo_key, wf::first_key(pos, win));
-    hi_key = max(hi_key, WF_LAST_KEY(pos, row_last[tile.row0 + r]));
+    const int f = wf::first_key(pos, win), l = WF_LAST_KEY(pos, row_last[tile.row0 + r]);
+    lo_key = min(lo_key, f);
+    hi_key = max(hi_key, l);
+    all_first = max(all_first, f);
+    all_last = min(all_last, l);
   }
+  lo_key = __shfl_sync(0xffffffffu, lo_key, 0);  // the same in every thread: made known as uniform
+  hi_key = __shfl_sync(0xffffffffu, hi_key, 0);
+  all_first = __shfl_sync(0xffffffffu, all_first, 0);
+  all_last = __shfl_sync(0xffffffffu, all_last, 0);
   const int c_lo = lo_key / wf::kChunk, c_hi = hi_key / wf::kChunk;
-  const long long head_base = static_cast<long long>(seq_slot[tile.seq]) * ring * kv_heads * D +
-                              static_cast<long long>(kh) * D;
   const long long row_elems = static_cast<long long>(kv_heads) * D;
-
   const wf::Share<D> share;
+  const long long head_at = static_cast<long long>(seq_slot[tile.seq]) * ring * row_elems +
+                            static_cast<long long>(kh) * D + share.col;
+
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {  // Q; rows past the tile's are zeros
-    const int r = share.r0 + 8 * n;
+  for (int n = 0; n < wf::Share<D>::kPieces; ++n) {  // Q; rows past the tile's are zeros
+    const int r = share.r0 + n * wf::Share<D>::kStep;
     const long long row = tile.row0 + (r < tile.rows ? r : 0);
-    tc::cp_async16(q_s + share.at + 1024 * n, q + (row * hq + h) * D + share.col, r < tile.rows ? 16u : 0u);
+    tc::cp_async16(q_s + share.offset(n), q + (row * hq + h) * D + share.col, r < tile.rows ? 16u : 0u);
   }
-  auto load_chunk = [&](int c) {  // K and V of chunk c into its stage, a copy group each; keys off the tile's: zeros
-    const int key0 = c * wf::kChunk, st = (c - c_lo) % kStages;
-    const int ring0 = (key0 + share.r0) % ring;  // the cache row of this thread's first key
-    const long long base = head_base + share.col;
-#pragma unroll
-    for (int kv = 0; kv < 2; ++kv) {
-      if (c <= c_hi) {
-        const unsigned short* cache = kv ? v_cache : k_cache;
-        unsigned char* dst = (kv ? v_s : k_s) + st * wf::kTileBytes<D> + share.at;
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          const int p = key0 + share.r0 + 8 * n;
-          int row = ring0 + 8 * n;
-          if (row >= ring) row %= ring;
-          const bool on = p >= lo_key && p <= hi_key;
-          tc::cp_async16(dst + 1024 * n, cache + base + (on ? row : 0) * row_elems, on ? 16u : 0u);
-        }
-      }
-      tc::cp_async_commit();  // empty past the last chunk: the wait counts stay uniform
+  // K or V of chunk c into its stage, one copy group (empty past the last chunk: the wait counts stay uniform).
+  auto load = [&](bool value, int c) {
+    if (c <= c_hi) {
+      unsigned char* dst = (value ? v_s : k_s) + ((c - c_lo) % kStages) * kTileBytes;
+      wf::load_keys<D>(dst, (value ? v_cache : k_cache) + head_at, row_elems, c * wf::kChunk, lo_key, hi_key, ring,
+                       share);
     }
+    tc::cp_async_commit();
   };
+  // Copy groups in order K(c_lo) (with Q), V(c_lo), K(c_lo + 1), ...: V(c + stages - 1) goes at chunk c's start,
+  // K(c + stages) once chunk c's scores are formed.
+  load(false, c_lo);
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) load_chunk(c_lo + i);  // Q goes with the first chunk's K
+  for (int i = 0; i + 1 < kStages; ++i) {
+    load(true, c_lo + i);
+    load(false, c_lo + i + 1);
+  }
 
   // Descriptors of each operand's first k-step; a later one adds its byte offset / 16 (the address field's unit).
   const unsigned long long q_desc = wg::smem_desc(q_s, WF_K_LBO, WF_K_SBO, 1);
-  const unsigned long long k_desc = wg::smem_desc(k_s, WF_K_LBO, WF_K_SBO, 1);
-  const unsigned long long v_desc = wg::smem_desc(v_s + group * 2 * 8192, WF_V_LBO, WF_V_SBO, 1);
+  const unsigned long long k_desc = wg::smem_desc(k_s + group * wf::kHalf * 128, WF_K_LBO, WF_K_SBO, 1);
+  const unsigned long long v_desc = wg::smem_desc(v_s + group * kBlocks * 8192, WF_V_LBO, WF_V_SBO, 1);
+  const unsigned long long p_desc = wg::smem_desc(p_s, WF_K_LBO, WF_K_SBO, 1);
 
-  float big_m[2] = {tc::neg_inf(), tc::neg_inf()}, big_l[2] = {0.0f, 0.0f};
-  float big_o[2][32];  // this warpgroup's 128 dims: blocks of 64 dims, each in the accumulator layout
+  float big_m[2] = {tc::neg_inf(), tc::neg_inf()}, big_l[2] = {0.0f, 0.0f};  // L: warpgroup 1's
+  float big_o[kBlocks][32];  // this warpgroup's D / 2 dims: blocks of 64 dims, each in the accumulator layout
 #pragma unroll
-  for (int b = 0; b < 2; ++b)
+  for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
     for (int j = 0; j < 32; ++j) big_o[b][j] = 0.0f;
 
   for (int c = c_lo; c <= c_hi; ++c) {
     const int st = (c - c_lo) % kStages;
-    load_chunk(c + kStages - 1);  // into the stage chunk c - 1 used: every thread is past it
-    tc::cp_async_wait<2 * kStages - 1>();  // this thread's copies of chunk c's K (and Q) have landed
+    tc::cp_async_wait<2 * kStages - 2>();  // this thread's copies of chunk c's K (and Q) have landed
     wg::fence_async_shared();
-    __syncthreads();  // and every thread's
+    __syncthreads();  // and every thread's; chunk c - 1 is done everywhere: its V stage, p and exchange are free
+    load(true, c + kStages - 1);
 
-    // Scores of the tile's 64 rows against the chunk's 64 keys: k-steps over dims 16 s .. + 15 in order.
-    float s[32];
+    // Scores of the tile's 64 rows against this warpgroup's 32 keys: k-steps over dims 16 s .. + 15 in order.
+    float s[16];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) s[j] = 0.0f;
+    for (int j = 0; j < 16; ++j) s[j] = 0.0f;
     wg::fence();
 #pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      const int at = (ks / 4) * 8192 + (ks % 4) * 32;
-      wg::ss_n64(s, q_desc + (at >> 4), k_desc + ((st * wf::kTileBytes<D> + at) >> 4));
-    }
+    for (int ks = 0; ks < kSteps; ++ks)
+      wg::ss_n32(s, q_desc + (wf::kstep_bytes(ks) >> 4), k_desc + ((st * kTileBytes + wf::kstep_bytes(ks)) >> 4));
     wg::commit();
     wg::wait0();
 
-    // Mask and scale; each row's chunk maximum, p and l_c. s[4 t + 2 i + e]: row i, key 8 t + 2 c4 + e.
-    const int key0 = c * wf::kChunk;
-    float m[2], l[2];
+    // Mask and scale; each row's maximum over this warpgroup's keys. s[4 t + 2 i + e]: row i, key 8 t + 2 c4 + e
+    // of the warpgroup's 32.
+    const int key0 = c * wf::kChunk + group * wf::kHalf;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) s[j] = __fmul_rn(s[j], scale);  // rounding: RN(dot * scale)
+    if (key0 < all_first || key0 + wf::kHalf - 1 > all_last) {  // warp-uniform: some row misses some key
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = key0 + 8 * t + 2 * c4 + e;
+            if (key < first[i] || key > last[i]) s[4 * t + 2 * i + e] = tc::neg_inf();  // masked keys score -inf
+          }
+    }
+    float m[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       m[i] = tc::neg_inf();
-      const bool whole = key0 >= first[i] && key0 + wf::kChunk - 1 <= last[i];  // the row sees every key
 #pragma unroll
-      for (int t = 0; t < 8; ++t)
+      for (int t = 0; t < 4; ++t)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = key0 + 8 * t + 2 * c4 + e;
-          float& x = s[4 * t + 2 * i + e];
-          x = __fmul_rn(x, scale);  // rounding: RN(dot * scale)
-          if (!whole && (key < first[i] || key > last[i])) x = tc::neg_inf();  // masked keys score -inf
-          m[i] = fmaxf(m[i], x);  // exact
-        }
+        for (int e = 0; e < 2; ++e) m[i] = fmaxf(m[i], s[4 * t + 2 * i + e]);  // exact
       m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 1));  // exact: the row's quad
       m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 2));
-      l[i] = 0.0f;
+    }
+    x_max[group * 128 + t128] = make_float2(m[0], m[1]);
+    __syncthreads();  // both halves' maxima; both warpgroups' scores are formed: K's stage st is free
+    load(false, c + kStages);
+    const float2 other = x_max[(1 - group) * 128 + t128];
+    m[0] = fmaxf(m[0], other.x);  // exact: the chunk's maximum m_c
+    m[1] = fmaxf(m[1], other.y);
+
+    // p; warpgroup 0 starts each row's l_c over its keys (t = 0..3 of the chunk's eight n-tiles).
+    float l[2] = {0.0f, 0.0f};
 #pragma unroll
-      for (int t = 0; t < 8; ++t)
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = s[4 * t + 2 * i + e];
           float p = expf(__fsub_rn(x, m[i]));  // rounding: RN(s - m_c), expf (0 for a masked key)
-          if (PB) p = __bfloat162float(__float2bfloat16_rn(p));              // rounding: bf16 P rounds p
-          l[i] = __fadd_rn(l[i], p);  // rounding: the lane's keys in order
+          if (PB) p = __bfloat162float(__float2bfloat16_rn(p));  // rounding: bf16 P rounds p
+          if (group == 0) l[i] = __fadd_rn(l[i], p);  // rounding: the lane's keys in order
           x = p;
         }
-      l[i] = __fadd_rn(l[i], __shfl_xor_sync(0xffffffffu, l[i], 1));  // rounding: quad butterfly, xor 1
-      l[i] = __fadd_rn(l[i], __shfl_xor_sync(0xffffffffu, l[i], 2));  // then xor 2
-    }
+    if (group == 0) x_sum[t128] = make_float2(l[0], l[1]);
 
-    // p as A fragments of the four PV k-steps, each part: keys 16 k + 2 c4 (+ 1) and + 8 of rows gr, gr + 8.
-    unsigned a[kParts][4][4];
+    // p's parts into shared memory, K-major: matrix (row half i, n-tile t) of this warp's 16 rows, key piece 4 g + t.
+    {
+      float x[16];
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
-#pragma unroll
-      for (int f = 0; f < 4; ++f) {
-        const int j = 4 * (2 * k + f / 2) + 2 * (f % 2);  // s index of the pair (row f % 2, n-tile 2 k + f / 2)
-        float x0 = s[j], x1 = s[j + 1];
-#pragma unroll
-        for (int part = 0; part < kParts; ++part) {  // each split is exact, and so is the last part
-          const unsigned w = wf::pack_bf16(x0, x1);  // rounding: RN to bf16 (exact for bf16 P's p)
-          a[part][k][f] = w;
-          x0 = __fsub_rn(x0, wf::low_half(w));
-          x1 = __fsub_rn(x1, wf::high_half(w));
-        }
-      }
-
-    tc::cp_async_wait<2 * kStages - 2>();  // chunk c's V
-    wg::fence_async_shared();
-    __syncthreads();
-
-    // o_c: the chunk's p times V, fresh from zero; k-steps over keys in order, per k-step the parts in turn.
-    float o[2][32];
-#pragma unroll
-    for (int b = 0; b < 2; ++b)
-#pragma unroll
-      for (int j = 0; j < 32; ++j) o[b][j] = 0.0f;
-    wg::fence();
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
+      for (int j = 0; j < 16; ++j) x[j] = s[j];
+      const int mat = lane / 8, rr = lane % 8;  // this lane's row address: row rr of matrix mat
+      const int row = 16 * warp + 8 * (mat % 2) + rr;
 #pragma unroll
       for (int part = 0; part < kParts; ++part)
 #pragma unroll
-        for (int b = 0; b < 2; ++b) {
-          wg::rs_n64_tb(o[b], a[part][k], v_desc + ((st * wf::kTileBytes<D> + b * 8192 + k * 2048) >> 4));
+        for (int half = 0; half < 2; ++half) {  // n-tiles 2 half, 2 half + 1
+          unsigned w[4];
+#pragma unroll
+          for (int f = 0; f < 4; ++f) {
+            const int j = 4 * (2 * half + f / 2) + 2 * (f % 2);  // s index of the pair (row f % 2, n-tile)
+            w[f] = wf::pack_bf16(x[j], x[j + 1]);  // rounding: RN to bf16 (exact for bf16 P's p); each split exact
+            x[j] = __fsub_rn(x[j], wf::low_half(w[f]));
+            x[j + 1] = __fsub_rn(x[j + 1], wf::high_half(w[f]));
+          }
+          const int piece = 4 * group + 2 * half + mat / 2;
+          wg::stmatrix_x4(p_s + part * wf::kPartBytes + row * 128 + ((piece ^ rr) * 16), w);
         }
-    wg::commit();
-    wg::wait0();
+    }
 
-    // The online merge, per row the chunk touches.
+    tc::cp_async_wait<2 * kStages - 1>();  // chunk c's V
+    wg::fence_async_shared();  // V's copies and p's stores, for wgmma
+    __syncthreads();
+
+    // Warpgroup 1 ends l_c: warpgroup 0's sum, then its own keys (t = 4..7), then the quad butterfly.
+    if (group == 1) {
+      const float2 head = x_sum[t128];
+      l[0] = head.x;
+      l[1] = head.y;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) l[i] = __fadd_rn(l[i], s[4 * t + 2 * i + e]);  // rounding: keys in order
+        l[i] = __fadd_rn(l[i], __shfl_xor_sync(0xffffffffu, l[i], 1));  // rounding: quad butterfly, xor 1
+        l[i] = __fadd_rn(l[i], __shfl_xor_sync(0xffffffffu, l[i], 2));  // then xor 2
+      }
+    }
+
+    // The merge factors, per row the chunk touches.
+    bool seen[2];
+    float fa[2], fb[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      if (m[i] == tc::neg_inf()) continue;  // the row sees none of the chunk's keys
-      const float mx = fmaxf(big_m[i], m[i]);             // exact
-      const float fa = expf(__fsub_rn(big_m[i], mx));     // rounding: RN(M - M'), expf (0 when M = -inf)
-      const float fb = expf(__fsub_rn(m[i], mx));         // rounding: RN(m_c - M'), expf
-      if (fa != 1.0f) {  // RN(x 1) = x: a maximum that stays leaves L and O unscaled, bit for bit
-        big_l[i] = WF_RESCALE(big_l[i], fa);  // rounding: RN(L a)
+      seen[i] = m[i] != tc::neg_inf();  // else the row sees none of the chunk's keys
+      const float mx = fmaxf(big_m[i], m[i]);     // exact
+      fa[i] = expf(__fsub_rn(big_m[i], mx));      // rounding: RN(M - M'), expf (0 when M = -inf)
+      fb[i] = expf(__fsub_rn(m[i], mx));          // rounding: RN(m_c - M'), expf
+      if (seen[i]) {
+        if (group == 1) {
+          if (fa[i] != 1.0f) big_l[i] = WF_RESCALE(big_l[i], fa[i]);  // rounding: RN(L a)
+          big_l[i] = fmaf(l[i], fb[i], big_l[i]);                      // rounding: one fma
+        }
+        big_m[i] = mx;
+      }
+    }
+
+    // o_c: the chunk's p times V over this warpgroup's dims, fresh from zero, at most 128 dims at a time; k-steps
+    // over keys in order, per k-step the parts in turn; each pass merged as it ends.
 #pragma unroll
-        for (int b = 0; b < 2; ++b)
+    for (int pass = 0; pass < kBlocks / kPassBlocks; ++pass) {
+      float o[kPassBlocks][32];
+#pragma unroll
+      for (int b = 0; b < kPassBlocks; ++b)
+#pragma unroll
+        for (int j = 0; j < 32; ++j) o[b][j] = 0.0f;
+      wg::fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+#pragma unroll
+        for (int part = 0; part < kParts; ++part)
+#pragma unroll
+          for (int b = 0; b < kPassBlocks; ++b)
+            wg::ss_n64_tb(o[b], p_desc + ((part * wf::kPartBytes + 32 * k) >> 4),
+                          v_desc + ((st * kTileBytes + (pass * kPassBlocks + b) * 8192 + 2048 * k) >> 4));
+      wg::commit();
+      wg::wait0();
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        if (!seen[i]) continue;
+#pragma unroll
+        for (int b = 0; b < kPassBlocks; ++b)
 #pragma unroll
           for (int t = 0; t < 8; ++t)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) big_o[b][4 * t + 2 * i + e] = WF_RESCALE(big_o[b][4 * t + 2 * i + e], fa);
+            for (int e = 0; e < 2; ++e) {
+              float& y = big_o[pass * kPassBlocks + b][4 * t + 2 * i + e];
+              if (fa[i] != 1.0f) y = WF_RESCALE(y, fa[i]);  // rounding: RN(O a); a = 1 leaves O as it is
+              y = fmaf(o[b][4 * t + 2 * i + e], fb[i], y);   // rounding: one fma
+            }
       }
-      big_l[i] = fmaf(l[i], fb, big_l[i]);  // rounding: one fma
-#pragma unroll
-      for (int b = 0; b < 2; ++b)
-#pragma unroll
-        for (int t = 0; t < 8; ++t)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int j = 4 * t + 2 * i + e;
-            big_o[b][j] = fmaf(o[b][j], fb, big_o[b][j]);  // rounding: one fma
-          }
-      big_m[i] = mx;
     }
-    __syncthreads();  // every warpgroup is done with stage st: the next chunk's copies may go over it
   }
   tc::cp_async_wait<0>();
 
+  // Warpgroup 1's L to both warpgroups, then each writes its dims.
+  __syncthreads();
+  if (group == 1) x_sum[t128] = make_float2(big_l[0], big_l[1]);
+  __syncthreads();
+  const float2 sums = x_sum[t128];
+  const float big_l_all[2] = {sums.x, sums.y};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = 16 * warp + gr + 8 * i;
     if (r >= tile.rows) continue;
     const long long row = static_cast<long long>(tile.row0 + r) * hq + h;
-    unsigned* dst = reinterpret_cast<unsigned*>(out + row * D + 128 * group + 2 * c4);
+    unsigned* dst = reinterpret_cast<unsigned*>(out + row * D + group * (D / 2) + 2 * c4);
 #pragma unroll
-    for (int b = 0; b < 2; ++b)
+    for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
       for (int t = 0; t < 8; ++t) {
         const int j = 4 * t + 2 * i;
-        const float y0 = __fdiv_rn(big_o[b][j], big_l[i]), y1 = __fdiv_rn(big_o[b][j + 1], big_l[i]);  // rounding: IEEE
+        const float y0 = __fdiv_rn(big_o[b][j], big_l_all[i]);      // rounding: IEEE
+        const float y1 = __fdiv_rn(big_o[b][j + 1], big_l_all[i]);
         dst[(64 * b + 8 * t) / 2] = wf::pack_bf16(y0, y1);  // rounding: bf16
       }
     if (group == 0 && c4 == 0) row_m[row] = big_m[i];
