@@ -372,6 +372,9 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
       }
     }
 
+    const bool rescale = __any_sync(0xffffffffu, (seen[0] && fa[0] != 1.0f) || (seen[1] && fa[1] != 1.0f));
+    const bool all_seen = __all_sync(0xffffffffu, seen[0] && seen[1]);
+
     // o_c: the chunk's p times V over this warpgroup's dims, fresh from zero, at most 128 dims at a time; k-steps
     // over keys in order, per k-step the parts in turn; each pass merged as it ends.
 #pragma unroll
@@ -392,19 +395,26 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
                           v_desc + ((st * kTileBytes + (pass * kPassBlocks + b) * 8192 + 2048 * k) >> 4));
       wg::commit();
       wg::wait0();
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        if (!seen[i]) continue;
+      // Warp-uniform branches: RN(O 1) = O, so a warp rescales all its rows when one needs it.
+      float (&y)[kPassBlocks][32] = *reinterpret_cast<float (*)[kPassBlocks][32]>(&big_o[pass * kPassBlocks]);
+      if (rescale) {
+        const float by[2] = {seen[0] ? fa[0] : 1.0f, seen[1] ? fa[1] : 1.0f};
 #pragma unroll
         for (int b = 0; b < kPassBlocks; ++b)
 #pragma unroll
-          for (int t = 0; t < 8; ++t)
+          for (int j = 0; j < 32; ++j) y[b][j] = WF_RESCALE(y[b][j], by[j / 2 % 2]);  // rounding: RN(O a)
+      }
+      if (all_seen) {
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              float& y = big_o[pass * kPassBlocks + b][4 * t + 2 * i + e];
-              if (fa[i] != 1.0f) y = WF_RESCALE(y, fa[i]);  // rounding: RN(O a); a = 1 leaves O as it is
-              y = fmaf(o[b][4 * t + 2 * i + e], fb[i], y);   // rounding: one fma
-            }
+        for (int b = 0; b < kPassBlocks; ++b)
+#pragma unroll
+          for (int j = 0; j < 32; ++j) y[b][j] = fmaf(o[b][j], fb[j / 2 % 2], y[b][j]);  // rounding: one fma
+      } else {
+#pragma unroll
+        for (int b = 0; b < kPassBlocks; ++b)
+#pragma unroll
+          for (int j = 0; j < 32; ++j)
+            if (seen[j / 2 % 2]) y[b][j] = fmaf(o[b][j], fb[j / 2 % 2], y[b][j]);  // element j: row j / 2 % 2
       }
     }
   }

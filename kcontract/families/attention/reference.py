@@ -15,7 +15,6 @@ from kcontract.problem import Expected, Reference
 
 AXES = ("row", "head", "dim")
 ROW_M_AXES = ("row", "head")
-REPLAY_ELEMENTS = 1 << 26  # values of one key head's V by chunk lane, replayed at once (rows x chunks x C x D)
 
 
 def expected_outputs(rows: list[RowData], arith: Arithmetic, scale: float, exact_scores: bool = False) -> Expected:
@@ -63,7 +62,7 @@ def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_par
     hq, d = rows[0].q.shape
     group = hq // rows[0].k.shape[1]
     found = [None] * len(rows)
-    for block in replay_blocks(rows, arith.chunk, d):  # rows with one chunk count, replayed together
+    for block in replay_blocks(rows, arith.chunk):  # rows with one chunk count, replayed together
         got = replay_rows([(rows[b].q, rows[b].k, rows[b].v, rows[b].first, rows[b].pos, rows[b].extra.get("scores"))
                            for b in block], scale, arith.chunk, group, order=arith.sum_order, p_round=arith.prob_round,
                           grouping=arith.score_grouping)
@@ -126,13 +125,9 @@ def row_maxima(rows: list[RowData], arith: Arithmetic, scale: float) -> Expected
     return Expected("row_m", "fp32", top, top.copy(), top, ROW_M_AXES)
 
 
-def replay_blocks(rows: list[RowData], chunk: int, d: int) -> list[list[int]]:
-    """Row indices in blocks of one chunk count each, as many rows as REPLAY_ELEMENTS allows."""
+def replay_blocks(rows: list[RowData], chunk: int) -> list[list[int]]:
+    """Row indices in blocks of one chunk count each."""
     by_count: dict[int, list[int]] = {}
     for b, r in enumerate(rows):
         by_count.setdefault(r.pos // chunk - r.first // chunk + 1, []).append(b)
-    blocks = []
-    for nch, members in by_count.items():
-        size = max(1, REPLAY_ELEMENTS // (nch * chunk * d))
-        blocks += [members[i:i + size] for i in range(0, len(members), size)]
-    return blocks
+    return list(by_count.values())

@@ -124,10 +124,15 @@ def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: i
     return replay_rows([(q, k, v, first, pos, scores)], scale, chunk, group, xp, order, p_round, grouping)[0]
 
 
+ELEMENTS = 1 << 26  # values of one key head's V by chunk lane formed at once (rows x chunks x C x D)
+
+
 def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None, order: str = "window_decode",
-                p_round: str = "none", grouping: str = "decode") -> list[dict]:
+                p_round: str = "none", grouping: str = "decode", elements: int = ELEMENTS) -> list[dict]:
     """replay_row for rows (q, k, v, first, pos, scores or None) with the same number of chunks, replayed
-    together along a leading row axis: each row's bounds are those it gets alone."""
+    together along a leading row axis: each row's bounds are those it gets alone. The chunks' sums are formed
+    for as many rows as `elements` allows at a time, and the merge, a loop over chunks, runs once for every row
+    and head."""
     xp = reference_module() if xp is None else xp
     grids = [chunk_grid(first, pos, chunk) for _, _, _, first, pos, _ in rows]
     if len({g.shape[0] for g in grids}) != 1:
@@ -135,22 +140,42 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
     hq, d = np.asarray(rows[0][0]).shape
     hk = np.asarray(rows[0][1]).shape[1]
     nch = grids[0].shape[0]
-    on = xp.asarray(np.stack([g >= 0 for g in grids]))  # [R, nch, C]
-    found = [{name: (np.empty(shape), np.empty(shape)) for name, shape in (
-        ("m", (hq, nch)), ("l", (hq, nch)), ("o", (hq, nch, d)), ("out", (hq, d)), ("row_m", (hq,)))} for _ in rows]
     how = ORDERS[order]
-    kg_n = how.key_groups(d, group)
+    size = max(1, elements // (nch * chunk * d))
+    parts = [_chunk_sums(rows[i:i + size], grids[i:i + size], scale, group, hk, xp, how, p_round, grouping)
+             for i in range(0, len(rows), size)]
+    m, l_lo, l_hi, o_lo, o_hi = (xp.concatenate([part[j] for part in parts]) for j in range(5))  # [R, Hq, ...]
+    if how.runs:
+        y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, how.runs)
+    else:
+        y_lo, y_hi = _merge_online(m, l_lo, l_hi, o_lo, o_hi)
+    top = m.max(axis=-1)  # the row's largest score: the online merge's final M, exact
+    found = [{} for _ in rows]
+    for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi), ("row_m", top, top)):
+        lo, hi = to_host(lo), to_host(hi)
+        for r, f in enumerate(found):
+            f[name] = (lo[r], hi[r])
+    return found
+
+
+def _chunk_sums(rows: list[tuple], grids: list[np.ndarray], scale: float, group: int, hk: int, xp, how: "Order",
+                p_round: str, grouping: str) -> tuple:
+    """Each row's chunk maxima and the intervals of l_c and o_c in the declared order: m, l_lo, l_hi [R, Hq, nch]
+    and o_lo, o_hi [R, Hq, nch, D] of xp."""
+    on = xp.asarray(np.stack([g >= 0 for g in grids]))  # [R, nch, C]
+    kg_n = how.key_groups(np.asarray(rows[0][0]).shape[1], group)
     lane_sums = _quad_sums if how.lanes == "quad" else _lane_sums
+    heads = []
     for g in range(hk):
-        heads = slice(g * group, (g + 1) * group)
+        at = slice(g * group, (g + 1) * group)
         s_rows, v_rows = [], []
         for (q, k, v, _, _, scores), grid in zip(rows, grids):
             idx = xp.asarray(np.maximum(grid, 0))
             kk = as_float64(to_device(np.ascontiguousarray(np.asarray(k)[:, g, :]), xp))
             if scores is None:
-                s = replay_scores(as_float64(to_device(np.asarray(q), xp))[heads], kk, scale, xp, grouping)
+                s = replay_scores(as_float64(to_device(np.asarray(q), xp))[at], kk, scale, xp, grouping)
             else:
-                s = to_device(np.ascontiguousarray(scores[heads]), xp)  # [G, n] exact fp32
+                s = to_device(np.ascontiguousarray(scores[at]), xp)  # [G, n] exact fp32
             s_rows.append(s[:, idx])
             v_rows.append(as_float64(to_device(np.ascontiguousarray(np.asarray(v)[:, g, :]), xp))[idx])
         sg = xp.where(on[:, None], xp.stack(s_rows), -xp.inf)  # [R, G, nch, C]
@@ -161,22 +186,12 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
         if p_round == "bf16":
             p_lo, p_hi = round_to(p_lo, "bf16"), round_to(p_hi, "bf16")
         vg = xp.where(on[..., None], xp.stack(v_rows), 0.0)  # [R, nch, C, D]
-        l_lo, l_hi = lane_sums(p_lo), lane_sums(p_hi)
         if kg_n:
             o_lo, o_hi = _group_chains(p_lo, p_hi, vg, kg_n)
         else:
             o_lo, o_hi = _mma_steps(p_lo, p_hi, vg, parts=mma_sums.parts(p_round))
-        if how.runs:
-            y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, how.runs)
-        else:
-            y_lo, y_hi = _merge_online(m, l_lo, l_hi, o_lo, o_hi)
-        top = m.max(axis=-1)  # the row's largest score: the online merge's final M, exact
-        for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi),
-                             ("row_m", top, top)):
-            lo, hi = to_host(lo), to_host(hi)
-            for r, f in enumerate(found):
-                f[name][0][heads], f[name][1][heads] = lo[r], hi[r]
-    return found
+        heads.append((m, lane_sums(p_lo), lane_sums(p_hi), o_lo, o_hi))
+    return tuple(xp.concatenate([h[j] for h in heads], axis=1) for j in range(5))
 
 
 def _lane_sums(p: np.ndarray) -> np.ndarray:
@@ -304,22 +319,24 @@ def _merge_online(m, l_lo, l_hi, o_lo, o_hi):
     each product x y, the upper x_hi (y_hi if x_hi >= 0 else y_lo); products of fp32 values are exact in float64.
     """
     xp = array_module(m)
-    big_m = xp.full(m.shape[:-1] + (1,), -xp.inf)
-    big_l = [xp.zeros_like(big_m), xp.zeros_like(big_m)]  # [lower, upper]
+    running = m.copy()  # M after each chunk: the running maximum, exact
+    for c in range(1, m.shape[-1]):
+        running[..., c] = xp.maximum(running[..., c - 1], m[..., c])
+    before = xp.concatenate([xp.full(m.shape[:-1] + (1,), -xp.inf), running[..., :-1]], axis=-1)
+    with np.errstate(invalid="ignore"):  # -inf - -inf before the first chunk: a is not used there (L = O = 0)
+        a = exp_interval(xp.where(xp.isneginf(before), -xp.inf, rn32(before - running)))  # RN in float64 is RN32
+        b = exp_interval(rn32(m - running))
+    big_l = [xp.zeros(m.shape[:-1] + (1,)) for _ in range(2)]  # [lower, upper]
     big_o = [xp.zeros(o_lo.shape[:-2] + o_lo.shape[-1:]) for _ in range(2)]
     for c in range(m.shape[-1]):
-        mc = m[..., c:c + 1]
-        new = xp.maximum(big_m, mc)
-        a = exp_interval(rn32(big_m - new))  # the difference of two fp32 values: RN in float64, then fp32, is RN32
-        b = exp_interval(rn32(mc - new))
+        a_c, b_c = (a[0][..., c:c + 1], a[1][..., c:c + 1]), (b[0][..., c:c + 1], b[1][..., c:c + 1])
         for end, (l_c, o_c) in enumerate(((l_lo, o_lo), (l_hi, o_hi))):
             lower = end == 0
-            big_l[end] = fma32(l_c[..., c:c + 1], b[end], rn32(big_l[end] * a[end]))
+            big_l[end] = fma32(l_c[..., c:c + 1], b_c[end], rn32(big_l[end] * a_c[end]))
             oc, acc = o_c[..., c, :], big_o[end]
-            b_at = xp.where((oc >= 0) == lower, b[0], b[1])
-            a_at = xp.where((acc >= 0) == lower, a[0], a[1])
+            b_at = xp.where((oc >= 0) == lower, b_c[0], b_c[1])
+            a_at = xp.where((acc >= 0) == lower, a_c[0], a_c[1])
             big_o[end] = fma32(oc, b_at, rn32(acc * a_at))
-        big_m = new
     return _quotient(big_l[0], big_o[0], big_l[1], big_o[1])
 
 
