@@ -38,10 +38,8 @@ VARIANT_SMEM = {}  # tag -> a Python expression of d and pb: the variant's share
 
 
 def layout(tag: str, d: int, pb: int) -> tuple[int, int]:
-    """(threads, dynamic shared memory bytes) of a build: the reference's one warpgroup per 128 dims with two
-    K/V stages, a variant's own expression, or the tree's two warpgroups (wf::kSmemBytes)."""
-    if tag == "ref":
-        return d, 5 * 128 * d
+    """(threads, dynamic shared memory bytes) of a build: a variant's own expression, else the two warpgroups of
+    the tree's kernel (wf::kSmemBytes; a reference revision's kernel has the same layout)."""
     if tag in VARIANT_SMEM:
         return 256, int(eval(VARIANT_SMEM[tag], {"d": d, "pb": pb}))
     stages = 1 if d == 512 else 2
