@@ -143,16 +143,44 @@ entries:
 """
 
 
+FUSED_512 = """\
+version: 1
+seed: 7
+targets: [sm_90a]
+kernels:
+  window_prompt_fused:
+    cuda:
+      source: {root}/kernels/window_prompt_fused.cu
+      symbols: {{attend: "window_prompt_attend<{{head_dim}}, {{group}}, {{p_bf16}}>"}}
+      launch: {{attend: {{threads: 256, dynamic_smem: 224256}}}}
+      instances:
+        - {{head_dim: [128, 256], group: [1, 2, 4, 16], chunk: [64], p_bf16: [0, 1]}}
+        - {{head_dim: [512], group: [1, 2, 4, 16], chunk: [64], p_bf16: [0, 1], window: [none], images: [none]}}
+entries:
+  - name: p512
+    family: attention.prompt
+    kernel: window_prompt_fused
+    abi: fused
+    shape: {{head_dim: 512, q_heads: 16, kv_heads: 1}}
+    arithmetic: {{chunk: 64, score: mma_bf16, score_order: replay_natural, sum_order: window_prompt_wgmma, pv: mma_bf16, exp: expf, prob_round: none, div: ieee, out: bf16, partials: hidden}}
+    cases:
+      - name: c
+        cache: {cache}
+        sequences: [{sequence}]
+"""
+
+
+@pytest.mark.parametrize("template", [PROMPT_512, FUSED_512], ids=["split", "fused"])
 @pytest.mark.parametrize("cache, sequence, trait", [
     ("{kind: linear, length: 1000}", "{start: 900, rows: 50, images: [[920, 930]]}", "images spans"),
     ("{kind: ring, window: 512, ring: 700}", "{start: 900, rows: 50}", "window ring"),
 ])
-def test_head_dim_512_refuses_image_spans_and_a_window_by_name(tmp_path, cache, sequence, trait):
+def test_head_dim_512_refuses_image_spans_and_a_window_by_name(tmp_path, template, cache, sequence, trait):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     path = tmp_path / "contract.yaml"
-    path.write_text(PROMPT_512.format(root=root, cache=cache, sequence=sequence))
+    path.write_text(template.format(root=root, cache=cache, sequence=sequence))
     result = CliRunner().invoke(cli, ["check", "--contract", str(path)])
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
