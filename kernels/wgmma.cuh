@@ -20,7 +20,10 @@ __device__ __forceinline__ unsigned long long smem_desc(const void* p, unsigned 
 
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Wait until at most N of this warpgroup's committed groups are pending (groups complete in order).
+template <int N>
+__device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void wait0() { wait<0>(); }
 
 // Generic-proxy writes to shared memory (cp.async, st.shared, stmatrix) made visible to wgmma's reads.
 __device__ __forceinline__ void fence_async_shared() {

@@ -1,10 +1,12 @@
-// Fused window-attention prompt on warpgroup tensor cores (sm_90a): window_prompt_attend takes 64 consecutive rows
-// of one sequence and one query head, walks their keys in 64-key chunks at absolute positions and merges each
-// chunk into the rows' running (M, L, O) in registers, so only the output and each row's largest score reach
-// global memory. D = head dim (128, 256, 512), G = query heads per key head (1..16), PB = 1 rounds p to bf16 before
-// both sums (bf16 P), 0 keeps it fp32 (P32, as three exact bf16 parts). bf16 travels as uint16_t bit patterns.
+// Fused window-attention prompt on warpgroup tensor cores (sm_90a): window_prompt_attend takes 64 / G consecutive
+// rows of one sequence with the G query heads of one key head (64 rows of the wgmma, each K and V chunk read once
+// for all G heads), walks their keys in 64-key chunks at absolute positions and merges each chunk into the rows'
+// running (M, L, O) in registers, so only the output and each row's largest score reach global memory. D = head
+// dim (128, 256, 512), G = query heads per key head (1..16), PB = 1 rounds p to bf16 before both sums (bf16 P),
+// 0 keeps it fp32 (P32, as three exact bf16 parts). bf16 travels as uint16_t bit patterns.
 //
-// Launch geometry: grid (tiles, kv_heads * G), tiles = sum over sequences of ceil(rows / 64); 256 threads, two
+// Launch geometry: grid (tiles, kv_heads), tiles = sum over sequences of ceil(rows / (64 / G)) (64 / G rounded
+// down; wgmma row m holds row m % (64 / G) of query head m / (64 / G), rows from G 64 / G on idle); 256 threads, two
 // warpgroups: warpgroup g scores the chunk's keys 32 g .. 32 g + 31 and owns output dims g D / 2 .. (g + 1) D / 2;
 // wf::kSmemBytes<D, PB> bytes of dynamic shared memory (the kernel traps on any other size). Off sm_90a it traps.
 //
@@ -57,10 +59,18 @@
 
 namespace wf {
 
-constexpr int kTile = 64;      // rows per block: the wgmma's M
+constexpr int kTile = 64;      // wgmma rows per block: the wgmma's M
 constexpr int kChunk = 64;     // keys per chunk, at absolute positions
 constexpr int kThreads = 256;  // two warpgroups
 constexpr int kHalf = 32;      // keys a warpgroup scores: the scores' N
+
+// A tile's rows of one sequence: each with the G query heads of one key head, G kRows<G> wgmma rows in all.
+template <int G>
+constexpr int kRows = kTile / G;
+
+// Whether wgmma row m holds one of the tile's `rows` rows (row m % kRows<G>, query head m / kRows<G> of G).
+template <int G>
+__device__ __forceinline__ bool holds_row(int m, int rows) { return m / kRows<G> < G && m % kRows<G> < rows; }
 
 template <int D>
 constexpr int kTileBytes = kTile * D * 2;  // one swizzled 64 x D bf16 tile
@@ -75,8 +85,18 @@ constexpr int kParts = PB ? 1 : 3;  // bf16 parts of p: fp32 p is exactly hi + m
 constexpr int kPartBytes = kTile * kChunk * 2;  // one part of p, 64 rows x 64 keys
 constexpr int kExchangeBytes = 3 * 128 * 8;     // both warpgroups' chunk maxima, warpgroup 0's partial l_c
 
+// The overlapped schedule (chunk c's p V and chunk c + 1's scores on the tensor cores while the warps merge chunk c
+// and form chunk c + 1's p) where two K/V stages, two p buffers and the registers fit; else one phase at a time.
+template <int D>
+constexpr bool kOverlap = D == 256;
+
+template <int D>
+constexpr int kPBuffers = kOverlap<D> ? 2 : 1;
+
 template <int D, int PB>
-constexpr int kSmemBytes = (1 + 2 * kStages<D>) * kTileBytes<D> + kParts<PB> * kPartBytes + kExchangeBytes;
+constexpr int kSmemBytes =
+    (1 + 2 * kStages<D>) * kTileBytes<D> + kPBuffers<D> * kParts<PB> * kPartBytes + kExchangeBytes;
+
 
 template <int D>
 constexpr int kMinBlocks = D == 128 ? 2 : 1;  // two blocks per SM where registers and shared memory allow
@@ -157,6 +177,7 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
   constexpr int kBlocks = D / 128;                         // 64-dim output blocks a warpgroup owns
   constexpr int kPassBlocks = kBlocks < 2 ? kBlocks : 2;   // o_c of at most 128 dims in registers at once
   constexpr int kTileBytes = wf::kTileBytes<D>;
+  constexpr bool kOverlap = wf::kOverlap<D>;
   extern __shared__ __align__(1024) unsigned char wf_smem[];
   unsigned dyn_bytes;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
@@ -165,25 +186,27 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
   unsigned char* q_s = wf_smem;
   unsigned char* k_s = q_s + kTileBytes;                // [stages] chunks
   unsigned char* v_s = k_s + kStages * kTileBytes;      // [stages] chunks
-  unsigned char* p_s = v_s + kStages * kTileBytes;      // [parts] 64 x 64 tiles
-  float2* x_max = reinterpret_cast<float2*>(p_s + kParts * wf::kPartBytes);  // [group][128]: a thread's two rows
+  unsigned char* p_s = v_s + kStages * kTileBytes;      // [buffers][parts] 64 x 64 tiles
+  float2* x_max = reinterpret_cast<float2*>(p_s + wf::kPBuffers<D> * kParts * wf::kPartBytes);  // [group][128]
   float2* x_sum = x_max + 2 * 128;                                            // [128]
 
   const int tid = threadIdx.x, t128 = tid % 128, warp = t128 / 32, lane = tid % 32;
   const int group = __shfl_sync(0xffffffffu, tid / 128, 0);  // warp-uniform, and known so: descriptors stay uniform
   const int gr = lane / 4, c4 = lane % 4;
-  const int h = blockIdx.y, kh = h / G, hq = kv_heads * G;
-  const wf::Tile tile = tc::find_rows<wf::kTile>(seq_row0, seq_pos0, n_seq, blockIdx.x);
+  constexpr int kRows = wf::kRows<G>;
+  const int kh = blockIdx.y, hq = kv_heads * G;
+  const wf::Tile tile = tc::find_rows<kRows>(seq_row0, seq_pos0, n_seq, blockIdx.x);
   if (tile.rows == 0) return;  // block-uniform: a grid wider than the call's tiles
 
-  // This thread's rows 16 warp + gr + 8 i: their visible keys [first, last] (none past the tile's rows).
+  // This thread's wgmma rows 16 warp + gr + 8 i: their visible keys [first, last] (none for an idle one).
   int first[2], last[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int r = 16 * warp + gr + 8 * i;
+    const int m = 16 * warp + gr + 8 * i, r = m % kRows;
+    const bool used = wf::holds_row<G>(m, tile.rows);
     const int pos = tile.pos0 + tile.row0 + r - tile.seq_row0;
-    first[i] = r < tile.rows ? wf::first_key(pos, win) : 1;
-    last[i] = r < tile.rows ? WF_LAST_KEY(pos, row_last[tile.row0 + r]) : 0;
+    first[i] = used ? wf::first_key(pos, win) : 1;
+    last[i] = used ? WF_LAST_KEY(pos, row_last[tile.row0 + r]) : 0;
   }
   int lo_key = 0x7fffffff, hi_key = -1;  // the tile's keys
   int all_first = -1, all_last = 0x7fffffff;  // keys every row of the tile sees: [all_first, all_last]
@@ -206,10 +229,12 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
                             static_cast<long long>(kh) * D + share.col;
 
 #pragma unroll
-  for (int n = 0; n < wf::Share<D>::kPieces; ++n) {  // Q; rows past the tile's are zeros
-    const int r = share.r0 + n * wf::Share<D>::kStep;
-    const long long row = tile.row0 + (r < tile.rows ? r : 0);
-    tc::cp_async16(q_s + share.offset(n), q + (row * hq + h) * D + share.col, r < tile.rows ? 16u : 0u);
+  for (int n = 0; n < wf::Share<D>::kPieces; ++n) {  // Q; idle wgmma rows are zeros
+    const int m = share.r0 + n * wf::Share<D>::kStep;
+    const bool used = wf::holds_row<G>(m, tile.rows);
+    const long long row = tile.row0 + (used ? m % kRows : 0);
+    const int head = kh * G + (used ? m / kRows : 0);
+    tc::cp_async16(q_s + share.offset(n), q + (row * hq + head) * D + share.col, used ? 16u : 0u);
   }
   // K or V of chunk c into its stage, one copy group (empty past the last chunk: the wait counts stay uniform).
   auto load = [&](bool value, int c) {
@@ -220,14 +245,6 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
     }
     tc::cp_async_commit();
   };
-  // Copy groups in order K(c_lo) (with Q), V(c_lo), K(c_lo + 1), ...: V(c + stages - 1) goes at chunk c's start,
-  // K(c + stages) once chunk c's scores are formed.
-  load(false, c_lo);
-#pragma unroll
-  for (int i = 0; i + 1 < kStages; ++i) {
-    load(true, c_lo + i);
-    load(false, c_lo + i + 1);
-  }
 
   // Descriptors of each operand's first k-step; a later one adds its byte offset / 16 (the address field's unit).
   const unsigned long long q_desc = wg::smem_desc(q_s, WF_K_LBO, WF_K_SBO, 1);
@@ -242,15 +259,11 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
 #pragma unroll
     for (int j = 0; j < 32; ++j) big_o[b][j] = 0.0f;
 
-  for (int c = c_lo; c <= c_hi; ++c) {
-    const int st = (c - c_lo) % kStages;
-    tc::cp_async_wait<2 * kStages - 2>();  // this thread's copies of chunk c's K (and Q) have landed
-    wg::fence_async_shared();
-    __syncthreads();  // and every thread's; chunk c - 1 is done everywhere: its V stage, p and exchange are free
-    load(true, c + kStages - 1);
+  // ---- The phases of a chunk; the schedules below differ only in where they wait. ----
 
-    // Scores of the tile's 64 rows against this warpgroup's 32 keys: k-steps over dims 16 s .. + 15 in order.
-    float s[16];
+  // Issues the scores of the tile's 64 rows against this warpgroup's 32 keys of the chunk in K stage st: k-steps
+  // over dims 16 s .. + 15 in order, one wgmma group.
+  auto issue_scores = [&](float (&s)[16], int st) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) s[j] = 0.0f;
     wg::fence();
@@ -258,10 +271,11 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
     for (int ks = 0; ks < kSteps; ++ks)
       wg::ss_n32(s, q_desc + (wf::kstep_bytes(ks) >> 4), k_desc + ((st * kTileBytes + wf::kstep_bytes(ks)) >> 4));
     wg::commit();
-    wg::wait0();
+  };
 
-    // Mask and scale; each row's maximum over this warpgroup's keys. s[4 t + 2 i + e]: row i, key 8 t + 2 c4 + e
-    // of the warpgroup's 32.
+  // Scales and masks chunk c's scores; each row's maximum over this warpgroup's keys into m and the exchange.
+  // s[4 t + 2 i + e]: row i, key 8 t + 2 c4 + e of the warpgroup's 32.
+  auto half_max = [&](float (&s)[16], int c, float (&m)[2]) {
     const int key0 = c * wf::kChunk + group * wf::kHalf;
 #pragma unroll
     for (int j = 0; j < 16; ++j) s[j] = __fmul_rn(s[j], scale);  // rounding: RN(dot * scale)
@@ -276,7 +290,6 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
             if (key < first[i] || key > last[i]) s[4 * t + 2 * i + e] = tc::neg_inf();  // masked keys score -inf
           }
     }
-    float m[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       m[i] = tc::neg_inf();
@@ -288,14 +301,15 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
       m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 2));
     }
     x_max[group * 128 + t128] = make_float2(m[0], m[1]);
-    __syncthreads();  // both halves' maxima; both warpgroups' scores are formed: K's stage st is free
-    load(false, c + kStages);
+  };
+
+  // Once both halves' maxima are exchanged: m becomes the chunk's m_c, s becomes p, warpgroup 0 starts each row's
+  // l_c over its keys (t = 0..3 of the chunk's eight n-tiles) and hands it over, and p's parts go to shared memory.
+  auto probabilities = [&](float (&s)[16], float (&m)[2], float (&l)[2], int buf) {
     const float2 other = x_max[(1 - group) * 128 + t128];
     m[0] = fmaxf(m[0], other.x);  // exact: the chunk's maximum m_c
     m[1] = fmaxf(m[1], other.y);
-
-    // p; warpgroup 0 starts each row's l_c over its keys (t = 0..3 of the chunk's eight n-tiles).
-    float l[2] = {0.0f, 0.0f};
+    l[0] = l[1] = 0.0f;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -309,36 +323,37 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
           x = p;
         }
     if (group == 0) x_sum[t128] = make_float2(l[0], l[1]);
-
-    // p's parts into shared memory, K-major: matrix (row half i, n-tile t) of this warp's 16 rows, key piece 4 g + t.
-    {
-      float x[16];
+    // Matrix (row half i, n-tile t) of this warp's 16 rows goes to key piece 4 g + t of each part, K-major.
+    float x[16];
 #pragma unroll
-      for (int j = 0; j < 16; ++j) x[j] = s[j];
-      const int mat = lane / 8, rr = lane % 8;  // this lane's row address: row rr of matrix mat
-      const int row = 16 * warp + 8 * (mat % 2) + rr;
+    for (int j = 0; j < 16; ++j) x[j] = s[j];
+    const int mat = lane / 8, rr = lane % 8;  // this lane's row address: row rr of matrix mat
+    const int row = 16 * warp + 8 * (mat % 2) + rr;
 #pragma unroll
-      for (int part = 0; part < kParts; ++part)
+    for (int part = 0; part < kParts; ++part)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {  // n-tiles 2 half, 2 half + 1
-          unsigned w[4];
+      for (int half = 0; half < 2; ++half) {  // n-tiles 2 half, 2 half + 1
+        unsigned w[4];
 #pragma unroll
-          for (int f = 0; f < 4; ++f) {
-            const int j = 4 * (2 * half + f / 2) + 2 * (f % 2);  // s index of the pair (row f % 2, n-tile)
-            w[f] = wf::pack_bf16(x[j], x[j + 1]);  // rounding: RN to bf16 (exact for bf16 P's p); each split exact
-            x[j] = __fsub_rn(x[j], wf::low_half(w[f]));
-            x[j + 1] = __fsub_rn(x[j + 1], wf::high_half(w[f]));
-          }
-          const int piece = 4 * group + 2 * half + mat / 2;
-          wg::stmatrix_x4(p_s + part * wf::kPartBytes + row * 128 + ((piece ^ rr) * 16), w);
+        for (int f = 0; f < 4; ++f) {
+          const int j = 4 * (2 * half + f / 2) + 2 * (f % 2);  // s index of the pair (row f % 2, n-tile)
+          w[f] = wf::pack_bf16(x[j], x[j + 1]);  // rounding: RN to bf16 (exact for bf16 P's p); each split exact
+          x[j] = __fsub_rn(x[j], wf::low_half(w[f]));
+          x[j + 1] = __fsub_rn(x[j + 1], wf::high_half(w[f]));
         }
-    }
+        const int piece = 4 * group + 2 * half + mat / 2;
+        wg::stmatrix_x4(p_s + (buf * kParts + part) * wf::kPartBytes + row * 128 + ((piece ^ rr) * 16), w);
+      }
+  };
 
-    tc::cp_async_wait<2 * kStages - 1>();  // chunk c's V
-    wg::fence_async_shared();  // V's copies and p's stores, for wgmma
-    __syncthreads();
-
-    // Warpgroup 1 ends l_c: warpgroup 0's sum, then its own keys (t = 4..7), then the quad butterfly.
+  // Once warpgroup 0's half is handed over: warpgroup 1 ends l_c with its own keys (t = 4..7), then the quad
+  // butterfly; M (and warpgroup 1's L) take the chunk; the merge factors of O, and whether a warp needs them.
+  struct Merge {
+    bool seen[2], rescale, all_seen;
+    float fa[2], fb[2];
+  };
+  auto merge_sums = [&](const float (&p)[16], const float (&m)[2], float (&l)[2]) {
+    Merge g;
     if (group == 1) {
       const float2 head = x_sum[t128];
       l[0] = head.x;
@@ -348,73 +363,144 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
 #pragma unroll
         for (int t = 0; t < 4; ++t)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) l[i] = __fadd_rn(l[i], s[4 * t + 2 * i + e]);  // rounding: keys in order
+          for (int e = 0; e < 2; ++e) l[i] = __fadd_rn(l[i], p[4 * t + 2 * i + e]);  // rounding: keys in order
         l[i] = __fadd_rn(l[i], __shfl_xor_sync(0xffffffffu, l[i], 1));  // rounding: quad butterfly, xor 1
         l[i] = __fadd_rn(l[i], __shfl_xor_sync(0xffffffffu, l[i], 2));  // then xor 2
       }
     }
-
-    // The merge factors, per row the chunk touches.
-    bool seen[2];
-    float fa[2], fb[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      seen[i] = m[i] != tc::neg_inf();  // else the row sees none of the chunk's keys
+      g.seen[i] = m[i] != tc::neg_inf();  // else the row sees none of the chunk's keys
       const float mx = fmaxf(big_m[i], m[i]);     // exact
-      fa[i] = expf(__fsub_rn(big_m[i], mx));      // rounding: RN(M - M'), expf (0 when M = -inf)
-      fb[i] = expf(__fsub_rn(m[i], mx));          // rounding: RN(m_c - M'), expf
-      if (seen[i]) {
+      g.fa[i] = expf(__fsub_rn(big_m[i], mx));    // rounding: RN(M - M'), expf (0 when M = -inf)
+      g.fb[i] = expf(__fsub_rn(m[i], mx));        // rounding: RN(m_c - M'), expf
+      if (g.seen[i]) {
         if (group == 1) {
-          if (fa[i] != 1.0f) big_l[i] = WF_RESCALE(big_l[i], fa[i]);  // rounding: RN(L a)
-          big_l[i] = fmaf(l[i], fb[i], big_l[i]);                      // rounding: one fma
+          if (g.fa[i] != 1.0f) big_l[i] = WF_RESCALE(big_l[i], g.fa[i]);  // rounding: RN(L a)
+          big_l[i] = fmaf(l[i], g.fb[i], big_l[i]);                        // rounding: one fma
         }
         big_m[i] = mx;
       }
     }
+    g.rescale = __any_sync(0xffffffffu, (g.seen[0] && g.fa[0] != 1.0f) || (g.seen[1] && g.fa[1] != 1.0f));
+    g.all_seen = __all_sync(0xffffffffu, g.seen[0] && g.seen[1]);
+    return g;
+  };
 
-    const bool rescale = __any_sync(0xffffffffu, (seen[0] && fa[0] != 1.0f) || (seen[1] && fa[1] != 1.0f));
-    const bool all_seen = __all_sync(0xffffffffu, seen[0] && seen[1]);
-
-    // o_c: the chunk's p times V over this warpgroup's dims, fresh from zero, at most 128 dims at a time; k-steps
-    // over keys in order, per k-step the parts in turn; each pass merged as it ends.
+  // Issues o_c's pass over this warpgroup's dims (at most 128 at a time), fresh from zero, from V stage st and p
+  // buffer buf: k-steps over keys in order, per k-step p's parts in turn; one wgmma group.
+  auto issue_pv = [&](float (&o)[kPassBlocks][32], int pass, int st, int buf) {
 #pragma unroll
-    for (int pass = 0; pass < kBlocks / kPassBlocks; ++pass) {
-      float o[kPassBlocks][32];
+    for (int b = 0; b < kPassBlocks; ++b)
+#pragma unroll
+      for (int j = 0; j < 32; ++j) o[b][j] = 0.0f;
+    wg::fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+      for (int part = 0; part < kParts; ++part)
+#pragma unroll
+        for (int b = 0; b < kPassBlocks; ++b)
+          wg::ss_n64_tb(o[b], p_desc + (((buf * kParts + part) * wf::kPartBytes + 32 * k) >> 4),
+                        v_desc + ((st * kTileBytes + (pass * kPassBlocks + b) * 8192 + 2048 * k) >> 4));
+    wg::commit();
+  };
+
+  // Merges a finished pass of o_c into O. Warp-uniform branches: RN(O 1) = O, so a warp rescales all its rows
+  // when one needs it.
+  auto merge_pass = [&](const float (&o)[kPassBlocks][32], int pass, const Merge& g) {
+    float (&y)[kPassBlocks][32] = *reinterpret_cast<float (*)[kPassBlocks][32]>(&big_o[pass * kPassBlocks]);
+    if (g.rescale) {
+      const float by[2] = {g.seen[0] ? g.fa[0] : 1.0f, g.seen[1] ? g.fa[1] : 1.0f};
 #pragma unroll
       for (int b = 0; b < kPassBlocks; ++b)
 #pragma unroll
-        for (int j = 0; j < 32; ++j) o[b][j] = 0.0f;
-      wg::fence();
+        for (int j = 0; j < 32; ++j) y[b][j] = WF_RESCALE(y[b][j], by[j / 2 % 2]);  // rounding: RN(O a)
+    }
+    if (g.all_seen) {
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
+      for (int b = 0; b < kPassBlocks; ++b)
 #pragma unroll
-        for (int part = 0; part < kParts; ++part)
+        for (int j = 0; j < 32; ++j) y[b][j] = fmaf(o[b][j], g.fb[j / 2 % 2], y[b][j]);  // rounding: one fma
+    } else {
 #pragma unroll
-          for (int b = 0; b < kPassBlocks; ++b)
-            wg::ss_n64_tb(o[b], p_desc + ((part * wf::kPartBytes + 32 * k) >> 4),
-                          v_desc + ((st * kTileBytes + (pass * kPassBlocks + b) * 8192 + 2048 * k) >> 4));
-      wg::commit();
+      for (int b = 0; b < kPassBlocks; ++b)
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+          if (g.seen[j / 2 % 2]) y[b][j] = fmaf(o[b][j], g.fb[j / 2 % 2], y[b][j]);  // element j: row j / 2 % 2
+    }
+  };
+
+  if constexpr (kOverlap) {
+    // Two block barriers a chunk. Copy groups in order K(c_lo) (with Q), V(c_lo), K(c_lo + 1), then at each
+    // chunk's start V(c + 1), K(c + 2), landed by the chunk's end; chunk c uses K/V stage and p buffer c - c_lo mod 2.
+    load(false, c_lo);
+    load(true, c_lo);
+    load(false, c_lo + 1);
+    tc::cp_async_wait<2>();  // K(c_lo) and Q
+    wg::fence_async_shared();
+    __syncthreads();
+    float s[16], m[2], l[2];
+    issue_scores(s, 0);
+    wg::wait0();
+    half_max(s, c_lo, m);
+    __syncthreads();  // both halves' maxima
+    probabilities(s, m, l, 0);
+    tc::cp_async_wait<0>();  // V(c_lo) and K(c_lo + 1)
+    wg::fence_async_shared();  // their copies and p's stores, for wgmma
+    __syncthreads();
+    for (int c = c_lo; c <= c_hi; ++c) {
+      const int st = (c - c_lo) % 2;
+      float next[16], o[kPassBlocks][32];
+      issue_scores(next, 1 - st);  // chunk c + 1's (past the last chunk, a stale stage's: never used)
+      issue_pv(o, 0, st, st);
+      load(true, c + 1);   // into V stage 1 - st: chunk c - 1's p V is done in both warpgroups
+      load(false, c + 2);  // into K stage st: chunk c's scores are done in both
+      const Merge g = merge_sums(s, m, l);
+      wg::wait<1>();  // chunk c + 1's scores (past the last chunk: formed, never used)
+#pragma unroll
+      for (int j = 0; j < 16; ++j) s[j] = next[j];
+      half_max(s, c + 1, m);
+      __syncthreads();  // both halves' maxima of chunk c + 1
+      probabilities(s, m, l, 1 - st);
+      wg::wait0();  // o_c
+      merge_pass(o, 0, g);
+      tc::cp_async_wait<0>();  // V(c + 1) and K(c + 2)
+      wg::fence_async_shared();
+      __syncthreads();  // chunk c + 1's p is visible; chunk c's p V is done in both warpgroups
+    }
+  } else {
+    // Three block barriers a chunk, each phase waiting for its wgmma. Copy groups in order K(c_lo) (with Q),
+    // V(c_lo), K(c_lo + 1), ...: V(c + stages - 1) goes at chunk c's start, K(c + stages) once its scores are formed.
+    load(false, c_lo);
+#pragma unroll
+    for (int i = 0; i + 1 < kStages; ++i) {
+      load(true, c_lo + i);
+      load(false, c_lo + i + 1);
+    }
+    for (int c = c_lo; c <= c_hi; ++c) {
+      const int st = (c - c_lo) % kStages;
+      tc::cp_async_wait<2 * kStages - 2>();  // this thread's copies of chunk c's K (and Q) have landed
+      wg::fence_async_shared();
+      __syncthreads();  // and every thread's; chunk c - 1 is done everywhere: its V stage, p and exchange are free
+      load(true, c + kStages - 1);
+      float s[16], m[2], l[2];
+      issue_scores(s, st);
       wg::wait0();
-      // Warp-uniform branches: RN(O 1) = O, so a warp rescales all its rows when one needs it.
-      float (&y)[kPassBlocks][32] = *reinterpret_cast<float (*)[kPassBlocks][32]>(&big_o[pass * kPassBlocks]);
-      if (rescale) {
-        const float by[2] = {seen[0] ? fa[0] : 1.0f, seen[1] ? fa[1] : 1.0f};
+      half_max(s, c, m);
+      __syncthreads();  // both halves' maxima; both warpgroups' scores are formed: K's stage st is free
+      load(false, c + kStages);
+      probabilities(s, m, l, 0);
+      tc::cp_async_wait<2 * kStages - 1>();  // chunk c's V
+      wg::fence_async_shared();  // V's copies and p's stores, for wgmma
+      __syncthreads();
+      const Merge g = merge_sums(s, m, l);
 #pragma unroll
-        for (int b = 0; b < kPassBlocks; ++b)
-#pragma unroll
-          for (int j = 0; j < 32; ++j) y[b][j] = WF_RESCALE(y[b][j], by[j / 2 % 2]);  // rounding: RN(O a)
-      }
-      if (all_seen) {
-#pragma unroll
-        for (int b = 0; b < kPassBlocks; ++b)
-#pragma unroll
-          for (int j = 0; j < 32; ++j) y[b][j] = fmaf(o[b][j], fb[j / 2 % 2], y[b][j]);  // rounding: one fma
-      } else {
-#pragma unroll
-        for (int b = 0; b < kPassBlocks; ++b)
-#pragma unroll
-          for (int j = 0; j < 32; ++j)
-            if (seen[j / 2 % 2]) y[b][j] = fmaf(o[b][j], fb[j / 2 % 2], y[b][j]);  // element j: row j / 2 % 2
+      for (int pass = 0; pass < kBlocks / kPassBlocks; ++pass) {
+        float o[kPassBlocks][32];
+        issue_pv(o, pass, st, 0);
+        wg::wait0();
+        merge_pass(o, pass, g);
       }
     }
   }
@@ -428,9 +514,9 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
   const float big_l_all[2] = {sums.x, sums.y};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int r = 16 * warp + gr + 8 * i;
-    if (r >= tile.rows) continue;
-    const long long row = static_cast<long long>(tile.row0 + r) * hq + h;
+    const int m = 16 * warp + gr + 8 * i;
+    if (!wf::holds_row<G>(m, tile.rows)) continue;
+    const long long row = static_cast<long long>(tile.row0 + m % kRows) * hq + kh * G + m / kRows;
     unsigned* dst = reinterpret_cast<unsigned*>(out + row * D + group * (D / 2) + 2 * c4);
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b)

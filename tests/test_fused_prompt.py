@@ -209,7 +209,8 @@ def test_a_fused_call_is_one_attend_launch_with_row_maxima_and_no_partials():
     assert set(problem.outputs) == {"out", "row_m"} and problem.outputs["row_m"].shape == (80, 4)
     assert "n_part" not in problem.scalars
     (launch,) = problem.launches
-    assert launch.role == "attend" and launch.grid == (3, 4, 1) and launch.args == ATTEND_ARGS  # 70 rows: 2 tiles
+    # G = 2: tiles of 32 rows with both query heads of a key head; 70 rows take 3 tiles, 10 rows 1
+    assert launch.role == "attend" and launch.grid == (4, 2, 1) and launch.args == ATTEND_ARGS
     inv = f.invariance("c")[0]
     assert inv.outputs == ("out", "row_m")
     labels = [variant.label for variant in inv.variants]
@@ -218,7 +219,7 @@ def test_a_fused_call_is_one_attend_launch_with_row_maxima_and_no_partials():
     assert f.case_buffer_bytes("c") < split.case_buffer_bytes("c")  # no partials
     call = f.bench_calls([1024], [1])[0]
     assert call.label == "prompt d64 4/2 P32 fused" and set(call.outputs) == {"out", "row_m"}
-    assert [launch.grid for launch in call.launches] == [(8, 4, 1)]
+    assert [launch.grid for launch in call.launches] == [(16, 2, 1)]  # 512 rows in tiles of 32, per key head
 
 
 @pytest.mark.parametrize("fields, words", [

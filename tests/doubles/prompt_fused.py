@@ -1,6 +1,7 @@
-"""A numpy double of the fused prompt kernel (abi: fused, sum_order: window_prompt_wgmma): per 64-row tile of one
-sequence and key head, the tile's 64-key chunks at absolute positions in order, scores and p times V by the
-tensor-core k-step model, l in quads, the online merge in fp32; hooks for planted faults."""
+"""A numpy double of the fused prompt kernel (abi: fused, sum_order: window_prompt_wgmma): per tile of 64 / G rows of
+one sequence and key head (with its G query heads), the tile's 64-key chunks at absolute positions in order,
+scores and p times V by the tensor-core k-step model, l in quads, the online merge in fp32; hooks for planted
+faults."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from kcontract.numerics import bf16_from_f32_bits, round_to
 from .decode import f32_of_bf16
 from .prompt import row_spans
 
-TILE = 64  # rows per block: one tile of one sequence
+TILE = 64  # wgmma rows per block: TILE // G rows of one sequence, each with a key head's G query heads
 CHUNK = 64  # keys per chunk, at absolute positions
 F32 = np.float32
 
@@ -92,14 +93,14 @@ def attend_tile(qf, kf, vf, firsts, lasts, c0: int, scale, p_bf16: bool, groupin
 
 def fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, *, win, ring, scale,
                p_bf16: bool, grouping: str = "natural", rescale_o: bool = True):
-    """The fused kernel, tile by tile: each sequence's rows in tiles of TILE, every key head's G query heads."""
+    """The fused kernel, tile by tile: each sequence's rows in tiles of TILE // G, every key head's G query heads."""
     hq, d = q.shape[1], q.shape[2]
     hk = k_cache.shape[2]
     g = hq // hk
     spans = list(row_spans(seq_row0, seq_pos0, row_last, int(win)))
     for s in range(len(seq_pos0)):
-        for t0 in range(int(seq_row0[s]), int(seq_row0[s + 1]), TILE):
-            tile = [span for span in spans if t0 <= span[0] < min(t0 + TILE, int(seq_row0[s + 1]))]
+        for t0 in range(int(seq_row0[s]), int(seq_row0[s + 1]), TILE // g):
+            tile = [span for span in spans if t0 <= span[0] < min(t0 + TILE // g, int(seq_row0[s + 1]))]
             rows = np.array([b for b, *_ in tile])
             firsts = np.array([span[3] for span in tile])
             lasts = np.array([span[4] for span in tile])

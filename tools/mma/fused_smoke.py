@@ -3,8 +3,10 @@
 order must give a reference build's bits (out and row_m) on every call, and the float64 softmax's outputs to bf16
 accuracy where no reference build has the shape; then both are timed at the prompt bench's shapes.
 
-    python3 tools/mma/fused_smoke.py --build [--ref REV]   # here: NVRTC cubins for sm_90a into .cubins/fused/
-    python3 tools/mma/fused_smoke.py OUTDIR                # on the H200, from the repo root (carry .cubins)
+    python3 tools/mma/fused_smoke.py --build [--ref REV [--ref-smem EXPR] [--ref-head-grid]]   # here: cubins
+    python3 tools/mma/fused_smoke.py OUTDIR   # on the H200, from the repo root (carry .cubins)
+
+--build compiles NVRTC cubins for sm_90a into .cubins/fused/.
 """
 
 from __future__ import annotations
@@ -35,19 +37,22 @@ def symbol(d: int, g: int, pb: int) -> str:
 
 
 VARIANT_SMEM = {}  # tag -> a Python expression of d and pb: the variant's shared memory (names.json carries it)
+HEAD_GRID = set()  # tags whose grid is (tiles of 64 rows, query heads), not the tree's (tiles of 64 / G, key heads)
+
+
+TREE_SMEM = "(1 + 2 * (1 if d == 512 else 2)) * 128 * d + (2 if d == 256 else 1) * (1 if pb else 3) * 8192 + 3072"
 
 
 def layout(tag: str, d: int, pb: int) -> tuple[int, int]:
-    """(threads, dynamic shared memory bytes) of a build: a variant's own expression, else the two warpgroups of
-    the tree's kernel (wf::kSmemBytes; a reference revision's kernel has the same layout)."""
-    if tag in VARIANT_SMEM:
-        return 256, int(eval(VARIANT_SMEM[tag], {"d": d, "pb": pb}))
-    stages = 1 if d == 512 else 2
-    return 256, (1 + 2 * stages) * 128 * d + (1 if pb else 3) * 8192 + 3 * 128 * 8
+    """(threads, dynamic shared memory bytes) of a build: its own expression (a variant's, or the reference's when
+    given), else the tree's kernel's (wf::kSmemBytes)."""
+    return 256, int(eval(VARIANT_SMEM.get(tag, TREE_SMEM), {"d": d, "pb": pb}))
 
 
-def build(ref: str | None, variants: list[str]) -> None:
-    """The tree's kernel at every SHAPES instance, REV's (if given) at its head dims 128 and 256, and each
+def build(ref: str | None, variants: list[str], ref_smem: str | None = None, ref_head_grid: bool = False) -> None:
+    """The tree's kernel at every SHAPES instance, REV's (if given; its shared memory REF_SMEM where its layout
+    differs from the tree's, its grid one block per 64 rows and query head with REF_HEAD_GRID) at every one too,
+    and each
     variant TAG=FILE:KERNEL:SMEM (a kernel template of the fused ABI at head dims 128 and 256, 256 threads, SMEM
     its shared memory as a Python expression of d and pb)."""
     from kcontract.toolchain.nvrtc import Compiled, compile_cubin
@@ -58,13 +63,13 @@ def build(ref: str | None, variants: list[str]) -> None:
     plan = {"new": ((ROOT / SOURCE).read_bytes(), [symbol(*s) for s in SHAPES])}
     if ref:
         old = subprocess.run(["git", "show", f"{ref}:{SOURCE}"], cwd=ROOT, capture_output=True, check=True).stdout
-        plan["ref"] = (old, [symbol(*s) for s in SHAPES if s[0] != 512])
-    smem = {}
+        plan["ref"] = (old, [symbol(*s) for s in SHAPES])
+    smem = {"ref": ref_smem} if ref and ref_smem else {}
     for item in variants:
         tag, _, rest = item.partition("=")
         path, kernel, smem[tag] = rest.split(":", 2)
         plan[tag] = (Path(path).read_bytes(), [f"{kernel}<{d}, {g}, {pb}>" for d, g, pb in SHAPES if d != 512])
-    names = {"variant_smem": smem}
+    names = {"variant_smem": smem, "head_grid": ["ref"] if ref and ref_head_grid else []}
     for tag, (src, exprs) in plan.items():
         done = compile_cubin(src, f"{tag}.cu", tuple(exprs), "sm_90a", ("-std=c++17",), dirs)
         if not isinstance(done, Compiled):
@@ -101,11 +106,14 @@ def problem(cp, rng, d, hk, g, rows, start, win=0, ring=None, image=None, slots=
     q = bf16(cp, rng.standard_normal((rows * slots, hk * g, d), dtype=cp.float32))
     return {"q": q, "k": k, "v": v, "win": win, "ring": ring, "row_last": np.concatenate(lasts),
             "seq_row0": np.arange(slots + 1, dtype=np.int32) * rows, "seq_pos0": np.array(starts, np.int32),
-            "seq_slot": np.arange(slots, dtype=np.int32), "tiles": slots * -(-rows // 64)}
+            "seq_slot": np.arange(slots, dtype=np.int32)}
 
 
 def launch(cp, func, pr, d, g, pb, tag, scale):
     rows, hq = pr["q"].shape[:2]
+    per_seq = rows // len(pr["seq_pos0"])
+    tile = 64 if tag in HEAD_GRID else 64 // g
+    grid = (len(pr["seq_pos0"]) * -(-per_seq // tile), hq if tag in HEAD_GRID else hq // g, 1)
     out = cp.full((rows, hq, d), 0x7FC0, cp.uint16)  # poisoned: NaN
     row_m = cp.full((rows, hq), np.nan, cp.float32)
     n_seq = len(pr["seq_pos0"])
@@ -114,7 +122,7 @@ def launch(cp, func, pr, d, g, pb, tag, scale):
             np.int32(pr["ring"]), np.float32(scale), np.int32(hq // g), np.int32(n_seq))
     threads, smem = layout(tag, d, pb)
     func.max_dynamic_shared_size_bytes = smem
-    return (lambda: func((pr["tiles"], hq, 1), (threads,), args, shared_mem=smem)), out, row_m
+    return (lambda: func(grid, (threads,), args, shared_mem=smem)), out, row_m
 
 
 def reference(cp, pr, d, g, scale):
@@ -167,6 +175,7 @@ def main_gpu(out_dir: Path) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     names = json.loads((BUILD / "names.json").read_text())
     VARIANT_SMEM.update(names.pop("variant_smem", {}))
+    HEAD_GRID.update(names.pop("head_grid", []))
     kernel_of = {tag: next(iter(lowered)).split("<")[0] for tag, lowered in names.items()}
     modules = {tag: cp.RawModule(path=str(BUILD / f"{tag}.cubin")) for tag in names}
     has = lambda tag, d, g, pb: f"{kernel_of[tag]}<{d}, {g}, {pb}>" in names[tag]
@@ -228,11 +237,15 @@ def main(argv=None) -> int:
     ap.add_argument("out", nargs="?", type=Path)
     ap.add_argument("--build", action="store_true")
     ap.add_argument("--ref", help="with --build: a revision whose kernel the tree's must match bit for bit")
+    ap.add_argument("--ref-smem", help="with --ref: its shared memory as a Python expression of d and pb, where its "
+                    "layout is not the tree's")
+    ap.add_argument("--ref-head-grid", action="store_true", help="with --ref: its grid is one block per 64 rows "
+                    "and query head")
     ap.add_argument("--variant", action="append", default=[], help="with --build: TAG=FILE:KERNEL:SMEM, a kernel "
                     "that must match the reference build bit for bit, timed beside it")
     args = ap.parse_args(argv)
     if args.build:
-        build(args.ref, args.variant)
+        build(args.ref, args.variant, args.ref_smem, args.ref_head_grid)
         return 0
     if args.out is None:
         ap.error("give OUTDIR (on the GPU) or --build (here)")

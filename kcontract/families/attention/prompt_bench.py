@@ -6,7 +6,8 @@ import numpy as np
 
 from kcontract.bench.call import BenchCall
 from kcontract.families.attention.bench import K_RMS, Q_RMS, V_RMS
-from kcontract.families.attention.prompt_layout import ATTEND_ARGS, BAND, MERGE_ARGS, TILE, partials_launch, tiles
+from kcontract.families.attention.prompt_layout import (BAND, MERGE_ARGS, TILE, fused_launch, partials_launch,
+                                                       tile_rows)
 from kcontract.families.attention.spec import Shape
 from kcontract.problem import KernelLaunch, OutputSpec
 
@@ -23,12 +24,13 @@ def prompt_call(shape: Shape, keys: int, chunk: int, scale: float, p_bf16: bool,
     start = keys - rows
     n_part = -(-keys // chunk)
     visible = rows * start + rows * (rows + 1) // 2
-    # tensor-core work as issued: each block of `m` rows (a band of 16, or a fused tile of 64), per query head,
-    # runs whole chunks 0 .. (its last row) // chunk, scores (m x chunk x d) and p times V once per part of p
-    # (bf16 P: 1; P32: hi, mid, lo)
-    m = TILE if fused else BAND
+    # tensor-core work as issued: each block of `m` rows (a band of 16 per query head, or a fused tile of
+    # TILE // G rows for the G query heads of a key head: TILE wgmma rows) runs whole chunks 0 .. (its last row)
+    # // chunk, scores (m x chunk x d per head) and p times V once per part of p (bf16 P: 1; P32: hi, mid, lo)
+    m = tile_rows(hq // hk) if fused else BAND
     block_chunks = sum((min(start + b + m, keys) - 1) // chunk + 1 for b in range(0, rows, m))
-    issued = block_chunks * hq * 2 * m * chunk * d * (1 + (1 if p_bf16 else 3))
+    wgmma_rows = hk * TILE if fused else hq * m
+    issued = block_chunks * wgmma_rows * 2 * chunk * d * (1 + (1 if p_bf16 else 3))
     inputs = keys * hk * d * 2 * 2
     ends = rows * hq * d * 2 * 2
     common = {"label": f"prompt d{d} {hq}/{hk} {'bf16 P' if p_bf16 else 'P32'}{' fused' if fused else ''}",
@@ -46,7 +48,7 @@ def prompt_call(shape: Shape, keys: int, chunk: int, scale: float, p_bf16: bool,
     if fused:
         return BenchCall(
             outputs={"out": OutputSpec((rows, hq, d), "bf16"), "row_m": OutputSpec((rows, hq), "fp32")},
-            scalars=scalars, launches=(KernelLaunch("attend", (tiles([rows]), hq, 1), ATTEND_ARGS),),
+            scalars=scalars, launches=(fused_launch([rows], shape),),
             bytes=inputs + ends + rows * hq * 4, **common)
     return BenchCall(
         outputs={"part_m": OutputSpec((rows, hq, n_part), "fp32"), "part_l": OutputSpec((rows, hq, n_part), "fp32"),

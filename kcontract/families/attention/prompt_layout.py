@@ -13,7 +13,7 @@ from kcontract.families.attention.window import Window
 from kcontract.problem import Assembled, KernelLaunch, OutputSpec, Problem
 
 BAND = 16  # rows per band: a partials block takes one band of one sequence
-TILE = 64  # rows per tile: a fused block takes one tile of one sequence
+TILE = 64  # a fused block's wgmma rows: TILE // G rows of one sequence, each with the G query heads of a key head
 PARTIALS_ARGS = ("q", "k_cache", "v_cache", "seq_row0", "seq_pos0", "seq_slot", "row_last", "part_m", "part_l",
                  "part_o", "win", "ring", "n_part", "scale", "kv_heads", "n_seq")
 MERGE_ARGS = ("part_m", "part_l", "part_o", "seq_row0", "seq_pos0", "row_last", "out", "win", "n_part", "kv_heads",
@@ -35,9 +35,21 @@ def bands(seqs: list[PromptSeq]) -> int:
     return sum(-(-s.seq.rows // BAND) for s in seqs)
 
 
-def tiles(row_counts: list[int]) -> int:
-    """Fused blocks along x: each sequence's rows in tiles of TILE."""
-    return sum(-(-rows // TILE) for rows in row_counts)
+def tile_rows(group: int) -> int:
+    """Rows of one sequence in a fused tile of `group` query heads per key head."""
+    return TILE // group
+
+
+def tiles(row_counts: list[int], group: int) -> int:
+    """Fused blocks along x: each sequence's rows in tiles of tile_rows(group)."""
+    return sum(-(-rows // tile_rows(group)) for rows in row_counts)
+
+
+def fused_launch(row_counts: list[int], shape: Shape) -> KernelLaunch:
+    """The fused launch on grid (tiles, key heads): a block takes a tile's rows for every query head of one key
+    head."""
+    group = shape.q_heads // shape.kv_heads
+    return KernelLaunch("attend", (tiles(row_counts, group), shape.kv_heads, 1), ATTEND_ARGS)
 
 
 def build_prompt_problem(label: str, seqs: list[PromptSeq], shape: Shape, window: Window, chunk: int,
@@ -76,7 +88,7 @@ def build_prompt_problem(label: str, seqs: list[PromptSeq], shape: Shape, window
     out = OutputSpec((rows, shape.q_heads, d), out_fmt)
     if abi == "fused":
         outputs = {"out": out, "row_m": OutputSpec((rows, shape.q_heads), "fp32")}
-        launches = (KernelLaunch("attend", (tiles([s.seq.rows for s in seqs]), shape.q_heads, 1), ATTEND_ARGS),)
+        launches = (fused_launch([s.seq.rows for s in seqs], shape),)
     else:
         need = max(partials_needed(f, l, chunk) for f, l in zip(firsts, lasts))
         n_part = need if n_part is None else n_part
