@@ -12,7 +12,8 @@ chunk, in order) then a xor butterfly; o_c as fma chains over KG contiguous key 
 DT = 8, 4 or 2 dims per thread for G <= 4, <= 8, more) added in group order; the merge in 8 warp runs of
 ceil(n / 8) chunks, each an fma chain in chunk order from 0, the runs added in warp order; IEEE division,
 then bf16. `window_prompt_wgmma` (docs 8, the fused ABI): 64-key chunks, l_c in quads (_quad_sums), o_c in
-tensor-core k-steps, and the merge online in chunk order (_merge_online), L and O carried as intervals.
+tensor-core k-steps, and the merge online in chunk order (_merge_online), L and O carried as intervals; with
+merge chains, chunk c (absolute) merges online into chain c % chains and the chains then merge in order as chunks.
 """
 
 from __future__ import annotations
@@ -112,23 +113,26 @@ def chunk_grid(first: int, pos: int, chunk: int) -> np.ndarray:
 
 
 def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: int, xp=None, scores=None,
-               order: str = "window_decode", p_round: str = "none", grouping: str = "decode") -> dict:
+               order: str = "window_decode", p_round: str = "none", grouping: str = "decode", chains: int = 1) -> dict:
     """Bounds of one row's partials, output and largest score under the declared order: {name: (lo, hi)} as host
     arrays (m, l [Hq, nch], o [Hq, nch, D], out [Hq, D], row_m [Hq]).
 
     xp (numpy or cupy, default the reference module: CuPy on a GPU) computes; scores: the row's scores [Hq, n]
     where the caller formed them already (exact fp32 values: replayed, or exact in any order), else replayed here
     in the k-step `grouping`; order: the declared sum order (ORDERS); p_round: "bf16" where the kernel rounds p
-    to bf16 before both sums (RN is monotone, so the interval's ends round to its bounds).
+    to bf16 before both sums (RN is monotone, so the interval's ends round to its bounds); chains: the online
+    merge's chains (chunk c, at absolute positions, in chain c % chains; merge_chains, docs 8.1).
     """
-    return replay_rows([(q, k, v, first, pos, scores)], scale, chunk, group, xp, order, p_round, grouping)[0]
+    return replay_rows([(q, k, v, first, pos, scores)], scale, chunk, group, xp, order, p_round, grouping,
+                       chains=chains)[0]
 
 
 ELEMENTS = 1 << 26  # values of one key head's V by chunk lane formed at once (rows x chunks x C x D)
 
 
 def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None, order: str = "window_decode",
-                p_round: str = "none", grouping: str = "decode", elements: int = ELEMENTS) -> list[dict]:
+                p_round: str = "none", grouping: str = "decode", chains: int = 1,
+                elements: int = ELEMENTS) -> list[dict]:
     """replay_row for rows (q, k, v, first, pos, scores or None) with the same number of chunks, replayed
     together along a leading row axis: each row's bounds are those it gets alone. The chunks' sums are formed
     for as many rows as `elements` allows at a time, and the merge, a loop over chunks, runs once for every row
@@ -141,6 +145,9 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
     hk = np.asarray(rows[0][1]).shape[1]
     nch = grids[0].shape[0]
     how = ORDERS[order]
+    if chains != 1 and how.runs:
+        raise ValueError(f"merge chains belong to an online merge (sum_order: window_prompt_wgmma), given: {chains} "
+                         f"chains with sum_order: {order}")
     size = max(1, elements // (nch * chunk * d))
     parts = [_chunk_sums(rows[i:i + size], grids[i:i + size], scale, group, hk, xp, how, p_round, grouping)
              for i in range(0, len(rows), size)]
@@ -148,7 +155,9 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
     if how.runs:
         y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, how.runs)
     else:
-        y_lo, y_hi = _merge_online(m, l_lo, l_hi, o_lo, o_hi)
+        c0 = np.array([first // chunk for _, _, _, first, _, _ in rows])
+        chain = (c0[:, None] + np.arange(nch)) % chains  # each row's chunks' chains at absolute positions
+        y_lo, y_hi = _merge_online(m, l_lo, l_hi, o_lo, o_hi, xp.asarray(chain[:, None, :]), chains)
     top = m.max(axis=-1)  # the row's largest score: the online merge's final M, exact
     found = [{} for _ in rows]
     for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi), ("row_m", top, top)):
@@ -308,24 +317,48 @@ def _merge(m, l_lo, l_hi, o_lo, o_hi, runs: int = WARPS):
     return _quotient(l_small, o_small, l_big, o_big)
 
 
-def _merge_online(m, l_lo, l_hi, o_lo, o_hi):
-    """out bounds of the online merge in chunk order from M = -inf, L = O = 0: per chunk M' = max(M, m_c),
-    a = expf(RN(M - M')), b = expf(RN(m_c - M')), L = fma(l_c, b, RN(L a)), O = fma(o_c, b, RN(O a)), M = M';
-    then O / L, bf16. m and l [..., nch], o [..., nch, D].
+def _merge_online(m, l_lo, l_hi, o_lo, o_hi, chain=None, chains: int = 1):
+    """out bounds of the online merge in chunk order (_online_steps), then O / L, bf16. m and l [..., nch], o [...,
+    nch, D]; with `chains` > 1, `chain` (broadcast to m) gives each chunk's chain: each chain merges its own chunks
+    online, then the chains are merged in chain order as chunks (M_k, L_k, O_k) by the same step.
+
+    A chain's M_k is exact (the largest of its m_c) and its L_k and O_k are intervals; the step is monotone in l_c
+    and o_c as it is in L and O, so the chain merge carries the intervals on as the chunk merge does.
+    """
+    if chains == 1:
+        return _quotient(*_online_steps(m, l_lo, l_hi, o_lo, o_hi))
+    xp = array_module(m)
+    states = []
+    for k in range(chains):
+        mine = xp.broadcast_to(xp.asarray(chain) == k, m.shape)
+        part = (xp.where(mine, m, -xp.inf), xp.where(mine, l_lo, 0.0), xp.where(mine, l_hi, 0.0),
+                xp.where(mine[..., None], o_lo, 0.0), xp.where(mine[..., None], o_hi, 0.0))
+        states.append((part[0].max(axis=-1, keepdims=True),) + _online_steps(*part))
+    tops, l_small, l_big = (xp.concatenate([s[j] for s in states], axis=-1) for j in (0, 1, 3))  # [..., chains]
+    o_small, o_big = (xp.stack([s[j] for s in states], axis=-2) for j in (2, 4))  # [..., chains, D]
+    return _quotient(*_online_steps(tops, l_small, l_big, o_small, o_big))
+
+
+def _online_steps(m, l_lo, l_hi, o_lo, o_hi):
+    """The online merge's ends of L [..., 1] and O [..., D] as (l_small, o_small, l_big, o_big), from M = -inf,
+    L = O = 0 in chunk order: per chunk M' = max(M, m_c), a = expf(RN(M - M')), b = expf(RN(m_c - M')),
+    L = fma(l_c, b, RN(L a)), O = fma(o_c, b, RN(O a)), M = M'. m and l [..., nch], o [..., nch, D]; a chunk with
+    m_c = -inf (unseen: l_c = o_c = 0) leaves the state as it is.
 
     Every m_c is exact, so a and b are expf of exact arguments (exactly 1 at 0, exactly 0 at -inf: the first
-    chunk's a). L and O are carried as intervals: each step is monotone in L, O, l_c and o_c, and in a and b
-    (both >= 0) by the sign of what they multiply, so the lower end takes x_lo (y_lo if x_lo >= 0 else y_hi) for
-    each product x y, the upper x_hi (y_hi if x_hi >= 0 else y_lo); products of fp32 values are exact in float64.
+    chunk's a, an unseen chunk's b). L and O are carried as intervals: each step is monotone in L, O, l_c and o_c,
+    and in a and b (both >= 0) by the sign of what they multiply, so the lower end takes x_lo (y_lo if x_lo >= 0
+    else y_hi) for each product x y, the upper x_hi (y_hi if x_hi >= 0 else y_lo); products of fp32 values are
+    exact in float64.
     """
     xp = array_module(m)
     running = m.copy()  # M after each chunk: the running maximum, exact
     for c in range(1, m.shape[-1]):
         running[..., c] = xp.maximum(running[..., c - 1], m[..., c])
     before = xp.concatenate([xp.full(m.shape[:-1] + (1,), -xp.inf), running[..., :-1]], axis=-1)
-    with np.errstate(invalid="ignore"):  # -inf - -inf before the first chunk: a is not used there (L = O = 0)
+    with np.errstate(invalid="ignore"):  # -inf - -inf before the first seen chunk: a and b are 0 there (L = O = 0)
         a = exp_interval(xp.where(xp.isneginf(before), -xp.inf, rn32(before - running)))  # RN in float64 is RN32
-        b = exp_interval(rn32(m - running))
+        b = exp_interval(xp.where(xp.isneginf(m), -xp.inf, rn32(m - running)))
     big_l = [xp.zeros(m.shape[:-1] + (1,)) for _ in range(2)]  # [lower, upper]
     big_o = [xp.zeros(o_lo.shape[:-2] + o_lo.shape[-1:]) for _ in range(2)]
     for c in range(m.shape[-1]):
@@ -337,7 +370,7 @@ def _merge_online(m, l_lo, l_hi, o_lo, o_hi):
             b_at = xp.where((oc >= 0) == lower, b_c[0], b_c[1])
             a_at = xp.where((acc >= 0) == lower, a_c[0], a_c[1])
             big_o[end] = fma32(oc, b_at, rn32(acc * a_at))
-    return _quotient(big_l[0], big_o[0], big_l[1], big_o[1])
+    return big_l[0], big_o[0], big_l[1], big_o[1]
 
 
 def _quotient(l_small, o_small, l_big, o_big):

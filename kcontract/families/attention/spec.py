@@ -47,6 +47,7 @@ class Arithmetic(Strict):
     rescales_per_key: int = Field(default=0, ge=0)  # online rescales a weight may see inside its chunk
     out: Literal["bf16", "fp16", "fp32"] = "bf16"
     partials: Literal["checked", "hidden"] = "checked"  # part_m/l/o checked at fp32 resolution, or not written
+    merge_chains: int = Field(default=1, ge=1, le=8)  # the online merge's chains: chunk c in chain c % n (docs 8.1)
 
     @property
     def replays_scores(self) -> bool:
@@ -87,6 +88,9 @@ class Arithmetic(Strict):
         if self.merges_online and self.partials != "hidden":
             raise ValueError(f"sum_order: {self.sum_order} merges online and writes no partials: it needs "
                              "partials: hidden")
+        if self.merge_chains > 1 and not self.merges_online:
+            raise ValueError(f"merge_chains: {self.merge_chains} splits an online merge into chains: it needs "
+                             f"sum_order: window_prompt_wgmma, given: sum_order: {self.sum_order}")
         return self
 
 
