@@ -1,7 +1,7 @@
 """A numpy double of the fused prompt kernel (abi: fused, sum_order: window_prompt_wgmma): per tile of 64 / G rows of
 one sequence and key head (with its G query heads), the tile's 64-key chunks at absolute positions in order,
-scores and p times V by the tensor-core k-step model, l in quads, the online merge in fp32; hooks for planted
-faults."""
+scores and p times V by the tensor-core k-step model, l in quads, the online merge in fp32 (in one chain or in
+several, merge_chains); hooks for planted faults."""
 
 from __future__ import annotations
 
@@ -54,14 +54,20 @@ def pv_steps(p: np.ndarray, v: np.ndarray, p_bf16: bool) -> np.ndarray:
     return acc.astype(F32)
 
 
-def attend_tile(qf, kf, vf, firsts, lasts, c0: int, scale, p_bf16: bool, grouping: str, rescale_o: bool):
+def attend_tile(qf, kf, vf, firsts, lasts, c0: int, scale, p_bf16: bool, grouping: str, rescale_o: bool,
+                chains: int = 1):
     """One tile and key head: qf [T, G, D], kf and vf [n, D] (float64 values) for keys 64 c0 .., firsts and lasts
     [T]; returns out [T, G, D] and row_m [T, G] in fp32. Chunks no row of the tile sees are skipped, chunks a row
     does not see leave its state as it is."""
+    chunks = tile_chunks(qf, kf, vf, firsts, lasts, c0, scale, p_bf16, grouping)
+    big_m, big_l, big_o = online_merge(chunks, qf.shape, chains, rescale_o)
+    return big_o / big_l[..., None], big_m
+
+
+def tile_chunks(qf, kf, vf, firsts, lasts, c0: int, scale, p_bf16: bool, grouping: str):
+    """(c, m_c, l_c, o_c) of each chunk some row of the tile sees, in increasing absolute c: m_c and l_c [T, G],
+    o_c [T, G, D] in fp32 (m_c = -inf, l_c = o_c = 0 where a row sees none of the chunk)."""
     t, g, d = qf.shape
-    big_m = np.full((t, g), -np.inf, F32)
-    big_l = np.zeros((t, g), F32)
-    big_o = np.zeros((t, g, d), F32)
     for c in range(c0, int(lasts.max()) // CHUNK + 1):
         pos = c * CHUNK + np.arange(CHUNK)
         seen = (pos[None] >= firsts[:, None]) & (pos[None] <= lasts[:, None])  # [T, 64]
@@ -76,24 +82,44 @@ def attend_tile(qf, kf, vf, firsts, lasts, c0: int, scale, p_bf16: bool, groupin
         p = np.where(seen[:, None], np.exp(x.astype(np.float64)).astype(F32), F32(0))
         if p_bf16:
             p = round_to(p.astype(np.float64), "bf16").astype(F32)
-        l_c = quad_sums(p)
-        o_c = pv_steps(p, vf[keys], p_bf16)
-        new = np.maximum(big_m, m)
-        started = new > -np.inf  # the row has seen a key by now
-        with np.errstate(invalid="ignore"):
-            a = np.where(started, np.exp((big_m - new).astype(np.float64)).astype(F32), F32(1))
-            b = np.where(m > -np.inf, np.exp((m - new).astype(np.float64)).astype(F32), F32(0))
-        f64 = lambda x: x.astype(np.float64)  # noqa: E731
-        big_l = fma32(f64(l_c), f64(b), f64(big_l * a)).astype(F32)  # fma32: one rounding of the exact l b + L a
-        carried = big_o * a[..., None] if rescale_o else big_o
-        big_o = fma32(f64(o_c), f64(b)[..., None], f64(carried)).astype(F32)
-        big_m = new
-    return big_o / big_l[..., None], big_m
+        yield c, m, quad_sums(p), pv_steps(p, vf[keys], p_bf16)
+
+
+def online_merge(chunks, shape: tuple, chains: int = 1, rescale_o: bool = True):
+    """(M, L, O) in fp32 of chunks (c, m_c, l_c, o_c) over rows of `shape` [T, G, D]: chunk c merges online into
+    chain c % chains (absolute c) from (-inf, 0, 0), then chain 0's state takes chains 1 .. chains - 1 in order
+    by the same step."""
+    t, g, d = shape
+    states = [(np.full((t, g), -np.inf, F32), np.zeros((t, g), F32), np.zeros((t, g, d), F32))
+              for _ in range(chains)]
+    for c, m, l_c, o_c in chunks:
+        states[c % chains] = merge_step(*states[c % chains], m, l_c, o_c, rescale_o)
+    big_m, big_l, big_o = states[0]
+    for chain in states[1:]:
+        big_m, big_l, big_o = merge_step(big_m, big_l, big_o, *chain, rescale_o)
+    return big_m, big_l, big_o
+
+
+def merge_step(big_m, big_l, big_o, m, l_c, o_c, rescale_o: bool):
+    """The online merge's step of (M, L, O) with a chunk (or a chain) (m, l_c, o_c), fp32: M' = max(M, m),
+    a = expf(RN(M - M')) (0 while M = -inf), b = expf(RN(m - M')), L = fma(l_c, b, RN(L a)),
+    O = fma(o_c, b, RN(O a)); m = -inf (l_c = o_c = 0) leaves the state as it is."""
+    new = np.maximum(big_m, m)
+    started = new > -np.inf  # the row has seen a key by now
+    with np.errstate(invalid="ignore"):
+        a = np.where(started, np.exp((big_m - new).astype(np.float64)).astype(F32), F32(1))
+        b = np.where(m > -np.inf, np.exp((m - new).astype(np.float64)).astype(F32), F32(0))
+    f64 = lambda x: x.astype(np.float64)  # noqa: E731
+    big_l = fma32(f64(l_c), f64(b), f64(big_l * a)).astype(F32)  # fma32: one rounding of the exact l b + L a
+    carried = big_o * a[..., None] if rescale_o else big_o
+    big_o = fma32(f64(o_c), f64(b)[..., None], f64(carried)).astype(F32)
+    return new, big_l, big_o
 
 
 def fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, *, win, ring, scale,
-               p_bf16: bool, grouping: str = "natural", rescale_o: bool = True):
-    """The fused kernel, tile by tile: each sequence's rows in tiles of TILE // G, every key head's G query heads."""
+               p_bf16: bool, grouping: str = "natural", rescale_o: bool = True, chains: int = 1):
+    """The fused kernel, tile by tile: each sequence's rows in tiles of TILE // G, every key head's G query heads;
+    `chains` online merge chains (merge_chains)."""
     hq, d = q.shape[1], q.shape[2]
     hk = k_cache.shape[2]
     g = hq // hk
@@ -115,7 +141,7 @@ def fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out,
                 vf[stored] = f32_of_bf16(v_cache[int(seq_slot[s]), pos[stored] % int(ring), kh])
                 heads = slice(kh * g, (kh + 1) * g)
                 y, top = attend_tile(qf[:, heads], kf, vf, firsts, lasts, c0, F32(scale), p_bf16, grouping,
-                                     rescale_o)
+                                     rescale_o, chains)
                 out[rows, heads] = bf16_from_f32_bits(y.astype(F32))
                 row_m[rows, heads] = top
 
@@ -141,3 +167,19 @@ def window_prompt_fused_bf16(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, 
     _checked(q, k_cache, seq_pos0, kv_heads, n_seq)
     fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, win=win, ring=ring,
                scale=scale, p_bf16=True)
+
+
+def window_prompt_fused_p32_chains2(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, *, win,
+                                    ring, scale, kv_heads, n_seq):
+    """The correct double, P32, in two merge chains (merge_chains: 2): even chunks in one, odd in the other."""
+    _checked(q, k_cache, seq_pos0, kv_heads, n_seq)
+    fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, win=win, ring=ring,
+               scale=scale, p_bf16=False, chains=2)
+
+
+def window_prompt_fused_bf16_chains2(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, *, win,
+                                     ring, scale, kv_heads, n_seq):
+    """The correct double, bf16 P, in two merge chains (merge_chains: 2): even chunks in one, odd in the other."""
+    _checked(q, k_cache, seq_pos0, kv_heads, n_seq)
+    fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, win=win, ring=ring,
+               scale=scale, p_bf16=True, chains=2)
