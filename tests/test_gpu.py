@@ -136,3 +136,25 @@ def test_the_declared_order_replays_alike_on_cupy_and_numpy(order, p_round):
         assert np.all(cpu[name][0] <= gpu[name][1]) and np.all(gpu[name][0] <= cpu[name][1]), name
     assert np.array_equal(cpu["m"][0], gpu["m"][0])  # the replayed scores are the same bits
     assert np.mean((cpu["out"][0] == cpu["out"][1]) == (gpu["out"][0] == gpu["out"][1])) > 0.999
+
+
+@pytest.mark.parametrize("chains", [1, 2])
+def test_the_online_order_in_merge_chains_replays_alike_on_cupy_and_numpy(chains):
+    """Two rows of 17 chunks replayed together, one from an even chunk, one from an odd one."""
+    import cupy
+
+    from kcontract.families.attention.replay import replay_rows
+    from kcontract.numerics import round_to
+
+    rng = np.random.default_rng(5)
+    q = round_to(rng.standard_normal((8, 256)), "bf16")
+    k = round_to(rng.standard_normal((1100, 1, 256)) * 0.1, "bf16")
+    v = round_to(rng.standard_normal((1100, 1, 256)), "bf16")
+    rows = [(q, k[first:pos + 1], v[first:pos + 1], first, pos, None) for first, pos in ((40, 1039), (100, 1099))]
+    kw = dict(order="window_prompt_wgmma", p_round="bf16", grouping="natural", chains=chains)
+    cpu = replay_rows(rows, 0.0625, 64, 8, xp=np, **kw)
+    gpu = replay_rows(rows, 0.0625, 64, 8, xp=cupy, **kw)
+    for c, g in zip(cpu, gpu):
+        assert np.all(c["out"][0] <= g["out"][1]) and np.all(g["out"][0] <= c["out"][1])
+        assert np.array_equal(c["row_m"][0], g["row_m"][0])
+        assert np.mean((c["out"][0] == c["out"][1]) == (g["out"][0] == g["out"][1])) > 0.999
