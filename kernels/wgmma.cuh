@@ -46,27 +46,37 @@ __device__ __forceinline__ void stmatrix_x4(void* row, const unsigned (&r)[4]) {
 #define WG_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define WG_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
                   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define WG_MMA(shape) "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned." shape ".f32.bf16.bf16 "
+#define WG_MMA(shape, add) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #add ", 0;\nwgmma.mma_async.sync.aligned." shape \
+                          ".f32.bf16.bf16 "
+
+// Add = false starts the accumulator afresh (d = A B, its old values unread), else d += A B.
 
 // d += A B: A (64 x 16) and B (16 x 32) from shared memory, both K-major.
+template <bool Add = true>
 __device__ __forceinline__ void ss_n32(float (&d)[16], unsigned long long a, unsigned long long b) {
-  asm volatile(WG_MMA("m64n32k16") WG_REGS16 ", %16, %17, p, 1, 1, 0, 0;\n}\n" : WG_ACC16(d) : "l"(a), "l"(b));
+  asm volatile(WG_MMA("m64n32k16", 18) WG_REGS16 ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+               : WG_ACC16(d) : "l"(a), "l"(b), "n"(Add ? 1 : 0));
 }
 
 // d += A B: A (64 x 16) and B (16 x 64) from shared memory, both K-major.
+template <bool Add = true>
 __device__ __forceinline__ void ss_n64(float (&d)[32], unsigned long long a, unsigned long long b) {
-  asm volatile(WG_MMA("m64n64k16") WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n" : WG_ACC32(d) : "l"(a), "l"(b));
+  asm volatile(WG_MMA("m64n64k16", 34) WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : WG_ACC32(d) : "l"(a), "l"(b), "n"(Add ? 1 : 0));
 }
 
 // d += A B: A (64 x 16) from shared memory, K-major; B (16 x 64) from shared memory, MN-major (transposed).
+template <bool Add = true>
 __device__ __forceinline__ void ss_n64_tb(float (&d)[32], unsigned long long a, unsigned long long b) {
-  asm volatile(WG_MMA("m64n64k16") WG_REGS32 ", %32, %33, p, 1, 1, 0, 1;\n}\n" : WG_ACC32(d) : "l"(a), "l"(b));
+  asm volatile(WG_MMA("m64n64k16", 34) WG_REGS32 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+               : WG_ACC32(d) : "l"(a), "l"(b), "n"(Add ? 1 : 0));
 }
 
 // d += A B: A (64 x 16) from registers, B (16 x 64) from shared memory, MN-major (transposed).
+template <bool Add = true>
 __device__ __forceinline__ void rs_n64_tb(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
-  asm volatile(WG_MMA("m64n64k16") WG_REGS32 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-               : WG_ACC32(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+  asm volatile(WG_MMA("m64n64k16", 37) WG_REGS32 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+               : WG_ACC32(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(Add ? 1 : 0));
 }
 
 #undef WG_MMA
