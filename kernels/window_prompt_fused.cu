@@ -162,9 +162,13 @@ __device__ __forceinline__ void load_keys(unsigned char* dst, const unsigned sho
   }
 }
 
-// Arrive and wait at named barrier `id` (1 + warpgroup) with the 128 threads of one warpgroup.
-__device__ __forceinline__ void warpgroup_barrier(int id) {
-  asm volatile("bar.sync %0, 128;\n" : : "r"(id) : "memory");
+// Arrive and wait with the 128 threads of warpgroup g (warp-uniform) at its named barrier, 1 + g (ids the compiler
+// knows, so the kernel holds three barriers, not all sixteen).
+__device__ __forceinline__ void warpgroup_barrier(int g) {
+  if (g == 0)
+    asm volatile("bar.sync 1, 128;\n" : : : "memory");
+  else
+    asm volatile("bar.sync 2, 128;\n" : : : "memory");
 }
 
 // RN of two floats to bf16 in one word, lo in the low half; and the halves back as floats (exact).
@@ -484,7 +488,7 @@ __device__ __forceinline__ void attend_two_chains(const Block& b, unsigned long 
   constexpr int kBlocks = D / 64;  // 64-dim blocks of O, each one p V pass
   constexpr int kTileBytes = wf::kTileBytes<D>;
   static_assert(kBlocks % 2 == 0, "each warpgroup writes half of O's blocks");
-  const int group = b.group, t128 = b.t128, bar = 1 + b.group;
+  const int group = b.group, t128 = b.t128;
   unsigned char* k_own = b.tiles + group * 2 * kTileBytes;  // this warpgroup's K tile, then its V tile
   unsigned char* v_own = k_own + kTileBytes;
   const Share<D, 128> share(t128);
@@ -516,7 +520,7 @@ __device__ __forceinline__ void attend_two_chains(const Block& b, unsigned long 
   for (int c = c_first; c <= b.c_hi; c += 2) {
     tc::cp_async_wait<0>();  // K(c)
     wg::fence_async_shared();
-    warpgroup_barrier(bar);  // K(c) is in; every warp's p V of chunk c - 2 is done: the V tile is free
+    warpgroup_barrier(group);  // K(c) is in; every warp's p V of chunk c - 2 is done: the V tile is free
     load(true, c);
 
     // Scores of the tile's 64 rows against the chunk's 64 keys: k-steps over dims 16 s .. + 15 in order.
@@ -550,7 +554,7 @@ __device__ __forceinline__ void attend_two_chains(const Block& b, unsigned long 
 
     tc::cp_async_wait<0>();  // V(c)
     wg::fence_async_shared();
-    warpgroup_barrier(bar);  // V(c) is in; every warp's scores of chunk c are formed: the K tile is free
+    warpgroup_barrier(group);  // V(c) is in; every warp's scores of chunk c are formed: the K tile is free
     load(false, c + 2);
     // o_c, one 64-dim block per pass: k-steps over keys in order, per k-step p's parts in turn. bf16 P keeps two
     // passes in flight (the next issued before the last merges); P32's parts leave registers for one.
