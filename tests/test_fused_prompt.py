@@ -294,7 +294,8 @@ def fused_rows_in_tiles(rng, p_bf16: bool, heights: list[float], chains: int):
     one-chain double, row_m); and k, v, scale."""
     d, group, n = 64, 2, 640
     q, k, v, scale = peaked_tile(rng, n, d, group, heights)
-    tiles = [(0, [0, 5, 63, 64, 130, 200, 300, 390, 400, 600, 0], [639, 600, 639, 450, 190, 250, 330, 500, 639, 639, 63]),
+    tiles = [(0, [0, 5, 63, 64, 130, 200, 300, 390, 400, 600, 0],
+              [639, 600, 639, 450, 190, 250, 330, 500, 639, 639, 63]),
              (1, [64, 64, 100, 192, 250, 256, 320], [127, 639, 200, 639, 380, 300, 639])]
     found = []
     for c0, firsts, lasts in tiles:
@@ -385,8 +386,8 @@ def test_the_reference_replays_the_declared_merge_chains():
 def test_merge_chains_are_refused_outside_the_online_order():
     assert Arithmetic(**(FUSED | {"merge_chains": 8})).merge_chains == 8
     assert PromptSpec.model_validate(fused_spec(arithmetic=FUSED | {"merge_chains": 2})).arithmetic.merge_chains == 2
-    for fields, given in (({}, "any"), ({"score": "mma_bf16", "score_order": "replay", "sum_order": "window_prompt_mma"},
-                                        "window_prompt_mma")):
+    mma = {"score": "mma_bf16", "score_order": "replay", "sum_order": "window_prompt_mma"}
+    for fields, given in (({}, "any"), (mma, "window_prompt_mma")):
         with pytest.raises(ValueError, match=re.escape(f"merge_chains: 2 splits an online merge into chains: it needs "
                                                        f"sum_order: window_prompt_wgmma, given: sum_order: {given}")):
             Arithmetic(merge_chains=2, **fields)
