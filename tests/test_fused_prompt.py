@@ -97,15 +97,10 @@ def test_natural_k_steps_take_dims_16s_to_16s_plus_15_in_order():
 
 def online_exact(m, l, o, expf):
     """The online merge of one row in exact rationals, each step rounded to fp32: L, O and bf16(RN(O / L))."""
-    big_m, big_l, big_o = -np.inf, 0.0, [0.0] * len(o[0])
+    state = (-np.inf, 0.0, [0.0] * len(o[0]))
     for mc, lc, oc in zip(m, l, o):
-        new = max(big_m, mc)
-        a = expf(np.float32(big_m - new)) if big_m > -np.inf else 0.0
-        b = expf(np.float32(mc - new))
-        big_l = rn32_exact(Fraction(lc) * Fraction(b) + Fraction(rn32_exact(Fraction(big_l) * Fraction(a))))
-        big_o = [rn32_exact(Fraction(x) * Fraction(b) + Fraction(rn32_exact(Fraction(y) * Fraction(a))))
-                 for x, y in zip(oc, big_o)]
-        big_m = new
+        state = exact_step(state, mc, lc, oc, expf)
+    _, big_l, big_o = state
     return round_to(np.array([rn32_exact(Fraction(y) / Fraction(big_l)) for y in big_o]), "bf16")
 
 
