@@ -1,45 +1,77 @@
-"""The `kcontract` command group: it only wires subcommands."""
+"""The `kcontract` command group: it only wires subcommands, each imported when it runs."""
 
 from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
 
 import click
 
 from kcontract import __version__
 from kcontract.exitcodes import ExitCode
-from kcontract.commands.list_entries import list_command
-from kcontract.commands.run import run_command
-from kcontract.commands.bench_cmd import bench_command
-from kcontract.commands.check import check_command
-from kcontract.commands.records_cmd import records_command
-from kcontract.commands.sass_diff import sass_diff_command
-from kcontract.commands.receipt_cmd import receipt_group
-from kcontract.commands.mutate_cmd import mutate_command
 
+COMMANDS = {  # name -> (module:attribute, the line `kcontract --help` shows)
+    "list": ("kcontract.commands.list_entries:list_command", "The entries and controls."),
+    "run": ("kcontract.commands.run:run_command", "Run every gate and control; print SUMMARY."),
+    "check": ("kcontract.commands.check:check_command", "Everything that needs no GPU (the CPU CI job)."),
+    "records": ("kcontract.commands.records_cmd:records_command", "Gate 5's launch records (--update rewrites)."),
+    "sass-diff": ("kcontract.commands.sass_diff:sass_diff_command", "Which kernels' machine code changed."),
+    "receipt": ("kcontract.commands.receipt_cmd:receipt_group", "Show or check GPU run receipts."),
+    "bench": ("kcontract.commands.bench_cmd:bench_command", "GPU time of each kernel call against the read ceiling."),
+    "mutate": ("kcontract.commands.mutate_cmd:mutate_command", "Mutation score of a CUDA entry's gates."),
+    "cache": ("kcontract.commands.cache_cmd:cache_group", "The compile and reference cache: size, prune."),
+}
 
 EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {int(code):<4} {text}" for code, text in (
-    (ExitCode.OK, "every entry passed, every control went red, records current"),
-    (ExitCode.FAILED, "the contract failed"),
-    (ExitCode.USAGE, "usage or configuration error (bad YAML, bad option)"),
-    (ExitCode.ENVIRONMENT, "environment: no GPU where one is needed, toolchain missing"),
-    (ExitCode.INTERRUPTED, "interrupted (Ctrl-C)")))
+    (ExitCode.OK, "every entry passed, every control went red, gate 5 held"),
+    (ExitCode.FAILED, "the contract failed (a gate, a control, a record)"),
+    (ExitCode.USAGE, "usage or configuration error (bad YAML, bad option, unwritable output)"),
+    (ExitCode.ENVIRONMENT, "environment: no GPU where one is needed, no toolchain, no writable cache"),
+    (ExitCode.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM)")))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
+class LazyGroup(click.Group):
+    """A group whose subcommands import on first use, so `kcontract --help` stays fast."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, _, attr = COMMANDS[name][0].partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, text) for name, (_, text) in COMMANDS.items()])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(__version__, prog_name="kcontract")
 def cli() -> None:
     """Kernel-contract verification for GPU kernels."""
 
 
-cli.add_command(list_command)
-cli.add_command(run_command)
-cli.add_command(check_command)
-cli.add_command(records_command)
-cli.add_command(sass_diff_command)
-cli.add_command(receipt_group)
-cli.add_command(bench_command)
-cli.add_command(mutate_command)
+def _terminated(signum, frame) -> None:
+    """SIGTERM ends a command like Ctrl-C: workers stopped, one line, exit 130."""
+    raise KeyboardInterrupt
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="kcontract")
+    """Console-script entry point: SIGTERM and Ctrl-C as one line and exit 130, a closed stdout ends quietly."""
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        code = cli.main(prog_name="kcontract", standalone_mode=False)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except (KeyboardInterrupt, click.Abort):
+        print("interrupted", file=sys.stderr)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except BrokenPipeError:  # `kcontract list | head`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(int(ExitCode.FAILED))
+    sys.exit(code or 0)

@@ -13,6 +13,11 @@ class KContractError(Exception):
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
+        self.others: list[KContractError] = []  # further mistakes found in the same pass, each its own line
+
+    def lines(self) -> list[str]:
+        """This error's message and each further one's, one `ERROR:` line apiece."""
+        return [self.message] + [other.message for other in self.others]
 
 
 class UsageError(KContractError):

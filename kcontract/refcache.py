@@ -23,9 +23,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from kcontract.cachesize import touch
 from kcontract.problem import Assembled, Checked, Problem, Reference
 from kcontract.profiling import note_cache
-from kcontract.toolchain.cache import default_root
+from kcontract.toolchain.cache import cache_root
 
 MAGIC = b"kcontract-cache-2\n"
 NUMERICS = Path(__file__).resolve().parent / "numerics"
@@ -72,7 +73,7 @@ def _update(h, array) -> None:
 
 def reference_root(contract_path: str) -> Path:
     """Where the cache lives: beside the compile cache ($KCONTRACT_CACHE or .kcontract-cache by the contract)."""
-    return default_root(contract_path) / "references"
+    return cache_root(contract_path) / "references"
 
 
 def _digest(facts: dict) -> str:
@@ -130,6 +131,7 @@ class ReferenceCache:
             data = memoryview(path.read_bytes())
         except OSError:
             return None
+        touch(path)
         try:
             if bytes(data[:len(MAGIC)]) != MAGIC:
                 raise ValueError("not a cache file")

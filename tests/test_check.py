@@ -14,8 +14,8 @@ from kcontract.contract.loader import load_contract
 from kcontract.provenance import file_sha256
 from kcontract.receipts import check_receipts
 from kcontract.report.receipt import build_receipt
-from kcontract.toolchain import pins
-from kcontract.toolchain.pins import toolchain_id
+from kcontract.toolchain import locate
+from kcontract.toolchain.locate import find_toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "cuda" / "tiny.cu"
@@ -93,7 +93,7 @@ def test_an_unregistered_kernel_fails_by_name(project):
 
 
 def test_a_removed_record_fails_and_says_what_to_run(project):
-    (project.parent / "records" / toolchain_id() / "tiny.json").unlink()
+    (project.parent / "records" / find_toolchain().id / "tiny.json").unlink()
     done = check(project)
     assert done.exit_code == 1
     assert "missing record" in done.output and "run `kcontract records --update`" in done.output
@@ -123,19 +123,22 @@ def test_a_missing_source_is_a_contract_error(project):
     assert "entries[0].kernel.cuda.source: an existing CUDA source" in done.output
 
 
-def test_a_missing_toolchain_is_an_environment_problem_when_something_must_compile(project, monkeypatch, tmp_path):
-    monkeypatch.setattr(pins, "installed_versions", lambda: {name: None for name in pins.PINS})
-    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cold-cache"))
-    done = check(project)
+def test_a_missing_toolchain_is_an_environment_problem_when_something_must_compile(project, monkeypatch):
+    monkeypatch.setattr(locate, "nvrtc_candidates", lambda: [])
+    find_toolchain.cache_clear()
+    try:
+        done = check(project)
+    finally:
+        find_toolchain.cache_clear()
     assert done.exit_code == 3
-    assert "ERROR: the CUDA toolchain does not match its pins" in done.output and "pip install" in done.output
+    assert done.output.startswith("ERROR: no NVRTC found: install a toolchain: pip install 'kcontract[cu13]'")
+    assert len(done.output.strip().splitlines()) == 1
 
 
-def test_a_warm_cache_needs_no_toolchain(project, monkeypatch):
-    assert check(project).exit_code == 0  # warms the cache
-    monkeypatch.setattr(pins, "installed_versions", lambda: {name: None for name in pins.PINS})
+def test_check_names_the_toolchain_it_compiled_with(project):
     done = check(project)
-    assert done.exit_code == 0 and "cached" in done.output
+    assert f"toolchain: {find_toolchain().describe()}" in done.output
+    assert f"toolchain {find_toolchain().id}; receipts" in done.output
 
 
 def gpu_receipt(contract: Path) -> dict:

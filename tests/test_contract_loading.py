@@ -132,6 +132,7 @@ def write(tmp_path, text: str) -> str:
     (tmp_path / "pkg").mkdir(exist_ok=True)
     for name, code in KERNELS.items():
         (tmp_path / "pkg" / name).write_text(code)
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* x) {}\n')
     path = tmp_path / "contract.yaml"
     path.write_text(text)
     return str(path)
@@ -270,9 +271,26 @@ def test_family_spec_mistakes_are_located(tmp_path, what, old, new, start):
     assert message.startswith(start), message
 
 
-def test_several_mistakes_report_the_first_by_line_and_count_the_rest(tmp_path):
+def test_several_mistakes_are_all_reported_in_line_order(tmp_path):
     text = edit(edit(edit(VALID, "    gate: 2", "    gate: 9"), "rows: [1, 2]", "rows: [x]"), "seed: 7", "seed: -1")
-    assert error(tmp_path, text) == "F:2: seed: an integer >= 0, given: -1 (and 2 more errors)"
+    path = write(tmp_path, text)
+    with pytest.raises(ContractError) as caught:
+        load_contract(path)
+    assert [line.replace(path, "F") for line in caught.value.lines()] == [
+        "F:2: seed: an integer >= 0, given: -1", "F:10: entries[0].cases[0].rows[0]: an integer, given: 'x'",
+        "F:24: controls[0].gate: one of 1, 2, 3, 4, 5, given: 9"]
+    done = CliRunner().invoke(cli, ["list", "--contract", path])
+    assert done.exit_code == 2 and done.output.replace(path, "F").splitlines() == [
+        f"ERROR: {line.replace(path, 'F')}" for line in caught.value.lines()]
+
+
+def test_a_missing_cuda_source_is_refused_at_load_where_it_is_named(tmp_path):
+    path = write(tmp_path, VALID)
+    (tmp_path / "k.cu").unlink()
+    with pytest.raises(ContractError) as caught:
+        load_contract(path)
+    assert caught.value.message.replace(path, "F") == (
+        f"F:15: entries[1].kernel.cuda.source: an existing CUDA source file, relative to {tmp_path}, given: 'k.cu'")
 
 
 def test_union_members_are_merged(tmp_path, monkeypatch):

@@ -88,8 +88,9 @@ def test_aborting_and_hanging_kernels_are_reported_and_the_run_goes_on():
     assert proc.returncode == 1
     assert ("SUMMARY 4 kernels: 2 pass gates 1-4, 2 fail, 0 known findings; 0 controls: 0 red as planted, "
             "0 missed; 0 limit problems") in proc.stdout, proc.stdout + proc.stderr
-    assert "aborts: crashed: worker died (signal SIGABRT)" in proc.stdout
-    assert "hangs: timed out: no answer within 8 s" in proc.stdout
+    assert re.search(r"^aborts gate \d: crashed: worker died \(signal SIGABRT\)", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^hangs gate \d: timed out: no answer within 8 s \(the timeout of each gate\)", proc.stdout,
+                     re.M), proc.stdout
     assert re.search(r"^after gate 4 integer-mirror sums: pass", proc.stdout, re.M)
     no_traceback(proc)
 
@@ -172,7 +173,7 @@ def test_a_failing_kernel_is_one_line_naming_the_call(tmp_path, target, line):
     contract = write_contract(tmp_path, ENTRY % target)
     proc = kcontract("run", "--contract", str(contract), "--junit", str(tmp_path / "j.xml"), cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert f"dec: error: {line}" in proc.stdout
+    assert f"dec gate 1: error: {line}" in proc.stdout
     no_traceback(proc)
     junit = (tmp_path / "j.xml").read_text()
     assert 'message="error: kernel tests.doubles.faulty:' in junit
@@ -258,7 +259,161 @@ def test_ctrl_c_ends_every_worker_with_one_line_and_130():
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
-    assert err.strip().splitlines()[-1] == "interrupted"
+    assert re.fullmatch(r"interrupted: \d+ of \d+ tasks finished; nothing written", err.strip().splitlines()[-1]), err
     assert "Traceback" not in err and "EOFError" not in err and "KeyboardInterrupt" not in err, err
+    assert "crashed" not in out + err, out + err  # workers ended by the interrupt did not crash
     time.sleep(0.5)
     assert _processes_with(marker) == [], "a worker outlived the interrupted run"
+
+
+def _start_cpu_run(marker: str, *extra: str) -> subprocess.Popen:
+    """`kcontract run` of the CPU contract on two workers, tagged so its processes can be found."""
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    environ[marker.split("=")[0]] = marker.split("=")[1]
+    proc = subprocess.Popen([str(SCRIPT), "run", "--contract", str(CPU), "--jobs", "2", "--no-cache", *extra],
+                            cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(_processes_with(marker)) < 3 and time.monotonic() < deadline:  # the parent and two workers
+        time.sleep(0.2)
+    time.sleep(2.0)
+    return proc
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["the parent (timeout's way)", "the whole group"])
+def test_sigterm_stops_quietly_with_one_line_and_130(group):
+    marker = f"KCONTRACT_TEST_MARK={uuid.uuid4().hex}"
+    proc = _start_cpu_run(marker)
+    (os.killpg if group else os.kill)(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    assert re.fullmatch(r"interrupted: \d+ of \d+ tasks finished; nothing written", err.strip().splitlines()[-1]), err
+    assert "Traceback" not in err and "BrokenPipe" not in err and "crashed" not in out + err, out + err
+    time.sleep(0.5)
+    assert _processes_with(marker) == [], "a worker outlived the terminated run"
+
+
+def test_an_output_path_that_cannot_be_written_is_refused_and_a_missing_folder_is_made(tmp_path):
+    proc = kcontract("run", "--contract", "tests/contracts/cpu.yaml", "--json", "/proc/kcontract.json")
+    assert proc.returncode == 2 and "SUMMARY" not in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("ERROR: --json /proc/kcontract.json: not writable"), proc.stderr
+    target = tmp_path / "new" / "deeper" / "run.json"
+    proc = kcontract("run", "--contract", "tests/contracts/cpu.yaml", "--only", "np_decode_d256_g3",
+                     "--no-controls", "--gate", "1", "--json", str(target))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"note: created {tmp_path / 'new'} for --json" in proc.stderr and target.is_file()
+
+
+def _copy_contract(tmp_path: Path) -> Path:
+    """tests/contracts/faulty.yaml's first entry, in a folder of its own beside the test doubles."""
+    return write_contract(tmp_path, ENTRY % "tests.doubles.decode:window_decode")
+
+
+def test_an_unwritable_cache_folder_falls_back_to_a_per_user_one_with_a_note(tmp_path):
+    contract = _copy_contract(tmp_path)
+    (tmp_path / ".kcontract-cache").write_text("a file where the cache folder would be")
+    home = tmp_path / "xdg"
+    proc = kcontract("run", "--contract", str(contract), "--gate", "1", cwd=tmp_path,
+                     env={"XDG_CACHE_HOME": str(home), "KCONTRACT_CACHE": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(rf"^note: {re.escape(str(tmp_path / '.kcontract-cache'))} is not writable \(.*\): caching in "
+                     rf"{re.escape(str(home))}/kcontract/[0-9a-f]{{16}} instead$", proc.stderr, re.M), proc.stderr
+    assert list((home / "kcontract").glob("*/references/*/*.bin"))
+    assert "OSError" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("what", ["a cache that cannot be written anywhere", "no NVRTC at all", "a CuPy that cannot load",
+                                  "no GPU for a GPU contract"])
+def test_an_environment_that_cannot_work_ends_in_seconds_with_one_line_and_3(tmp_path, what):
+    env, args, expected = {}, ["run"], ""
+    if what == "a cache that cannot be written anywhere":
+        contract = _copy_contract(tmp_path)
+        (tmp_path / ".kcontract-cache").write_text("not a folder")
+        (tmp_path / "xdg").write_text("not a folder either")
+        env, args = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "KCONTRACT_CACHE": ""}, ["run", "--contract",
+                                                                                     str(contract)]
+        expected = "ERROR: no cache folder can be written: "
+    elif what == "no NVRTC at all":
+        harness = tmp_path / "sitecustomize.py"  # hides every NVRTC this machine has
+        harness.write_text("import kcontract.toolchain.locate as l\nl.nvrtc_candidates = lambda: []\n")
+        env, expected = {"PYTHONPATH": str(tmp_path)}, "ERROR: no NVRTC found: install a toolchain: "
+    elif what == "a CuPy that cannot load":
+        (tmp_path / "cupy").mkdir()
+        (tmp_path / "cupy" / "__init__.py").write_text(
+            "raise ImportError('libcudart.so.13: cannot open shared object file: No such file or directory')\n")
+        env, expected = {"PYTHONPATH": str(tmp_path)}, "ERROR: decode_"
+    elif _gpu():
+        pytest.skip("a GPU is present")
+    else:
+        expected = "ERROR: decode_"
+    started = time.monotonic()
+    proc = _kcontract_with_path(*args, env=env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert time.monotonic() - started < 10
+    assert proc.stderr.startswith(expected) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stdout == ""
+    if what == "a CuPy that cannot load":
+        assert "CuPy does not import (libcudart.so.13: cannot open shared object file" in proc.stderr
+
+
+def _kcontract_with_path(*args: str, env: dict) -> subprocess.CompletedProcess:
+    """The console script with a PYTHONPATH of the test's own (a harness), at 80 columns, no terminal."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KCONTRACT_IN_PROCESS")}
+    environ |= {"COLUMNS": "80"} | env
+    environ = {k: v for k, v in environ.items() if v != ""}
+    return subprocess.run([str(SCRIPT), *args], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120)
+
+
+def test_piped_list_and_records_keep_every_cell_whole():
+    listed = kcontract("list")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split("\t") for line in listed.stdout.splitlines() if "\t" in line]
+    assert rows[0] == ["entry", "family", "kernel", "cases", "gates"]
+    assert ["prompt_fused_d256_g2_sliding_bf16", "attention.prompt", "kernels/window_prompt_fused.cu", "ring_w1024",
+            "1 2 3 4 5"] in rows
+    records = kcontract("records", "--contract", "tests/contracts/gate5/contract.yaml")
+    assert records.returncode == 0, records.stdout + records.stderr
+    lines = [line.split("\t") for line in records.stdout.splitlines() if line.startswith("tiny/")]
+    assert len(lines) == 14 and all(len(cells) == 11 for cells in lines), records.stdout
+    assert "…" not in listed.stdout + records.stdout
+
+
+def test_help_imports_no_command_and_answers_fast():
+    code = ("import sys, time; t = time.perf_counter(); sys.argv = ['kcontract', '--help']\n"
+            "from kcontract.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'pydantic', 'rich', 'yaml', 'cupy'))\n"
+            "print('HEAVY', heavy, 'SECONDS', time.perf_counter() - t)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    heavy, seconds = re.search(r"HEAVY (\[.*\]) SECONDS ([\d.]+)", done.stdout).groups()
+    assert heavy == "[]" and float(seconds) < 0.3, done.stdout
+    proc = kcontract("--help")
+    assert proc.returncode == 0 and "cache" in proc.stdout
+
+
+STATEFUL = '''"""A decode kernel whose module keeps state: a token made at import, written out at every call."""
+import os
+import uuid
+
+from tests.doubles.decode import window_decode
+
+TOKEN = uuid.uuid4().hex
+
+
+def decode(**buffers):
+    with open(os.environ["KCONTRACT_TEST_TOKENS"], "a") as log:
+        log.write(f"{os.getpid()} {TOKEN}\\n")
+    return window_decode(**buffers)
+'''
+
+
+def test_each_task_imports_its_python_kernels_afresh_in_a_reused_worker(tmp_path):
+    contract = write_contract(tmp_path, (ENTRY % "stateful:decode") + (ENTRY % "stateful:decode").split(
+        "entries:\n", 1)[1].replace("name: dec", "name: dec2"))
+    (tmp_path / "stateful.py").write_text(STATEFUL)
+    tokens = tmp_path / "tokens.txt"
+    proc = kcontract("run", "--contract", str(contract), "--jobs", "1", cwd=tmp_path,
+                     env={"KCONTRACT_TEST_TOKENS": str(tokens)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [line.split() for line in tokens.read_text().splitlines()]
+    assert len({pid for pid, _ in calls}) == 1  # one worker ran every task
+    assert len({token for _, token in calls}) == 8  # 2 entries x 4 gates, each with a fresh import

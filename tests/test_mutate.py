@@ -167,8 +167,10 @@ def test_a_mutant_survives_only_when_every_planned_gate_ran_green():
 
 def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_path, monkeypatch):
     import kcontract.launch
+    import kcontract.commands.preflight
     import kcontract.runner.session
     from kcontract.mutate.campaign import load
+    from kcontract.runner.outcome import Outcome
 
     monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
     args = ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"), "--limit", "12"]
@@ -179,12 +181,17 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
 
     def cut(tasks, jobs, on_progress, on_done):  # the first mutant's gates finish, red at gate 3; then a SIGTERM
         seen.append([t.name for t in tasks])
+        outcomes = []
         for task in tasks:
             if task.name.startswith(f"{first}_g"):
-                on_done(_Outcome(task.name, red=task.name.endswith("_g3")))
-        raise KeyboardInterrupt
+                outcomes.append(_Outcome(task.name, red=task.name.endswith("_g3")))
+                on_done(outcomes[-1])
+            else:
+                outcomes.append(Outcome(task, status="interrupted"))
+        return outcomes
 
     monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
+    monkeypatch.setattr(kcontract.commands.preflight, "device_sm", lambda: "sm_90")
     monkeypatch.setattr(kcontract.runner.session, "run_tasks", cut)
     report = tmp_path / "mutate.json"
     done = CliRunner().invoke(cli, args + ["--json", str(report)])

@@ -16,7 +16,7 @@ from kcontract.records.gate5 import check_records
 from kcontract.records.limits import LIMITS, check_launch, limits_for
 from kcontract.records.records import dumps
 from kcontract.errors import EnvironmentProblem
-from kcontract.toolchain.pins import toolchain_id
+from kcontract.toolchain.locate import find_toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE5 = ROOT / "tests" / "contracts" / "gate5" / "contract.yaml"
@@ -114,7 +114,7 @@ def test_records_update_then_current_then_stale_after_a_source_change(tmp_path):
     assert first.exit_code == 0, first.output
     assert "changed: tiny: new record (2 symbols x 4 SMs)" in first.output
     assert "changed: baseline: none -> 0 limit problems" in first.output
-    record = tmp_path / "records" / toolchain_id() / "tiny.json"
+    record = tmp_path / "records" / find_toolchain().id / "tiny.json"
     lines = record.read_text().splitlines()
     assert sum('"sm_' in line for line in lines) == 8  # one line per symbol x SM: small diffs
     assert [line.split('"')[1] for line in lines if '"sm_' in line][:4] == ["sm_80", "sm_86", "sm_90", "sm_120"]
@@ -143,7 +143,7 @@ def test_missing_and_left_over_records_fail_with_the_fix(tmp_path):
     assert not missing.passed and missing.count("missing") == 8
     assert "run `kcontract records --update`" in missing.rows[0].detail
     check_records(load_contract(str(contract)), update=True)
-    orphan = tmp_path / "records" / toolchain_id() / "gone.json"
+    orphan = tmp_path / "records" / find_toolchain().id / "gone.json"
     orphan.write_text("{}")
     left = check_records(load_contract(str(contract)))
     assert not left.passed and "no CUDA gate-5 entry" in left.notes[0]
@@ -177,10 +177,10 @@ def test_a_launch_sized_by_each_sms_opt_in_is_recorded_and_checked_per_sm(tmp_pa
     assert loaded.entries[0].kernel.cuda.launch["scale"].dynamic_smem == bytes_on
     report = check_records(loaded, update=True)
     assert report.passed and not report.problems
-    record = json.loads((tmp_path / "records" / toolchain_id() / "tiny.json").read_text())
+    record = json.loads((tmp_path / "records" / find_toolchain().id / "tiny.json").read_text())
     assert record["kernels"]["scale"]["dynamic_smem"] == bytes_on
     assert {sm: record["kernels"]["scale"]["sms"][sm]["opt_in"] for sm in bytes_on} == dict.fromkeys(bytes_on, True)
-    assert record_row(tmp_path / "records", toolchain_id(), "tiny", "scale", "sm_86")["dynamic_smem"] == 98 * 1024
+    assert record_row(tmp_path / "records", find_toolchain().id, "tiny", "scale", "sm_86")["dynamic_smem"] == 98 * 1024
     assert check_records(load_contract(str(contract)), update=False).passed  # current, per SM
     fixed = contract.read_text().replace('"min(150000, {smem_optin} - 1024)"', "150000")
     contract.write_text(fixed)  # one size for all: illegal where 99 KB is the most a block gets
@@ -272,5 +272,5 @@ def test_loaded_function_matches_its_record_on_a_gpu(tmp_path, monkeypatch):
     module = next(iter(report.build.modules.values()))
     loaded = cupy.RawModule(path=str(module.cubin_path))
     for role in ("scale", "round"):
-        row = record_row(tmp_path / "records", toolchain_id(), "tiny", role, sm)
+        row = record_row(tmp_path / "records", find_toolchain().id, "tiny", role, sm)
         assert compare_loaded_attributes(row, loaded.get_function(row["mangled"]).attributes) == []

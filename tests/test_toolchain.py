@@ -1,7 +1,11 @@
-"""The pinned toolchain: pins, NVRTC compiles for every SM, resources, the compile cache, include and kernel scans."""
+"""The toolchain at hand: NVRTC and headers found in the documented order, compiles for every SM, resources, the
+compile cache, include and kernel scans."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,12 +13,13 @@ import pytest
 from kcontract.contract.model import DEFAULT_TARGETS
 from kcontract.errors import EnvironmentProblem
 from kcontract.exitcodes import ExitCode
-from kcontract.toolchain import pins, tools
+from kcontract.toolchain import locate, tools
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache
 from kcontract.toolchain.globals import base_name, find_globals
 from kcontract.toolchain.headers import local_headers
-from kcontract.toolchain.nvrtc import Compiled, Failed, compile_cubin
+from kcontract.toolchain.locate import Part, Toolchain, find_toolchain
+from kcontract.toolchain.nvrtc import Compiled, Failed, compile_cubin, load
 from kcontract.toolchain.resources import parse_ptxas_log, res_usage
 from kcontract.toolchain.units import KernelUse, group_units
 
@@ -23,38 +28,131 @@ TINY = ROOT / "tests" / "cuda" / "tiny.cu"
 
 
 def _compile(sm: str, names=("tiny_scale<32>", "tiny_round"), source: bytes | None = None):
-    return compile_cubin(source if source is not None else TINY.read_bytes(), "tiny.cu", tuple(names), sm, (),
-                         (str(TINY.parent), str(tools.cuda_include_dir())))
+    tool = find_toolchain()
+    return compile_cubin(str(tool.nvrtc.path), source if source is not None else TINY.read_bytes(), "tiny.cu",
+                         tuple(names), sm, (), (str(TINY.parent), str(tool.headers.path)))
 
 
-def test_pins_are_installed_and_name_the_toolchain():
-    pins.require_pinned()
-    assert pins.toolchain_id() == "cuda-13.5.37"
-    assert all(version == pins.PINS[name] for name, version in pins.installed_versions().items())
+@pytest.fixture
+def rediscover(monkeypatch):
+    """find_toolchain and find_tool afresh, with no CUDA toolkit or override in the environment unless a test
+    sets one."""
+    for var in ("CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX", locate.NVRTC_ENV, locate.INCLUDE_ENV):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(locate, "toolkit_roots", _roots_from_env)
+    monkeypatch.setattr(locate, "_ldconfig_nvrtc", lambda: None)
+    find_toolchain.cache_clear()
+    tools.find_tool.cache_clear()
+    yield
+    find_toolchain.cache_clear()
+    tools.find_tool.cache_clear()
 
 
-def test_a_wrong_pin_is_an_environment_problem_naming_pip(monkeypatch):
-    monkeypatch.setattr(pins, "installed_versions", lambda: {**{n: v for n, v in pins.PINS.items()},
-                                                             "nvidia-cuda-nvrtc": "13.0.88", "cuda-bindings": None})
+def _roots_from_env():
+    """Toolkit roots from $CUDA_HOME alone (the machine's own /usr/local/cuda left out)."""
+    import os
+
+    home = os.environ.get("CUDA_HOME")
+    return [(Path(home).resolve(), "$CUDA_HOME")] if home and Path(home).is_dir() else []
+
+
+def _toolkit(tmp_path: Path) -> Path:
+    """A CUDA toolkit layout: lib64/libnvrtc.so (the real library), include/ (real headers), version.json naming
+    patch versions of the real NVRTC's major.minor."""
+    real = find_toolchain()
+    major_minor = ".".join(real.nvrtc.version.split(".")[:2])
+    nvrtc, cudart = f"{major_minor}.901", f"{major_minor}.902"
+    root = tmp_path / "cuda"
+    (root / "lib64").mkdir(parents=True)
+    for lib in real.nvrtc.path.parent.glob("libnvrtc*"):
+        (root / "lib64" / lib.name).symlink_to(lib)
+    (root / "lib64" / "libnvrtc.so").symlink_to(real.nvrtc.path)
+    shutil.copytree(real.headers.path, root / "include")
+    (root / "version.json").write_text(json.dumps({"cuda_nvrtc": {"version": nvrtc},
+                                                   "cuda_cudart": {"version": cudart}}))
+    return root
+
+
+def test_the_environment_toolchain_is_found_loaded_and_named():
+    tool = find_toolchain()
+    major, minor = load(str(tool.nvrtc.path)).version()
+    assert tool.nvrtc.version.startswith(f"{major}.{minor}")
+    assert (tool.headers.path / "cuda_bf16.h").is_file() and tool.headers.major == major
+    assert tool.id == (f"cuda-{tool.nvrtc.version}" if tool.nvrtc.version == tool.headers.version
+                       else f"nvrtc-{tool.nvrtc.version}+headers-{tool.headers.version}")
+    assert tool.describe().startswith(f"nvrtc {tool.nvrtc.version} ({tool.nvrtc.origin}), headers ")
+    assert all(tool.builds(sm) for sm in DEFAULT_TARGETS if int(sm[3:]) in tool.sms)
+
+
+def test_ids_name_nvrtc_and_headers_and_arch_specific_targets_follow_their_sm():
+    nvrtc, headers = Part(Path("lib"), "13.0.88", "w"), Part(Path("inc"), "13.0.96", "w")
+    tool = Toolchain(nvrtc, headers, (80, 90, 120))
+    assert tool.id == "nvrtc-13.0.88+headers-13.0.96"
+    assert replace(tool, headers=replace(headers, version="13.0.88")).id == "cuda-13.0.88"
+    assert tool.builds("sm_90a") and tool.builds("sm_120") and not tool.builds("sm_121")
+    assert tool.as_dict()["nvrtc"] == "13.0.88" and tool.as_dict()["headers"] == "13.0.96"
+
+
+def test_a_cuda_toolkit_serves_when_no_wheel_does(tmp_path, monkeypatch, rediscover):
+    root = _toolkit(tmp_path)
+    find_toolchain.cache_clear()
+    monkeypatch.setattr(locate, "wheel_file", lambda dist, suffix: None)
+    monkeypatch.setenv("CUDA_HOME", str(root))
+    tool = find_toolchain()
+    assert tool.nvrtc.path == (root / "lib64" / "libnvrtc.so").resolve() or tool.nvrtc.path.name == "libnvrtc.so"
+    assert tool.nvrtc.origin == f"CUDA toolkit {root.resolve()} ($CUDA_HOME)" == tool.headers.origin
+    major_minor = ".".join(tool.nvrtc.version.split(".")[:2])
+    assert (tool.nvrtc.version, tool.headers.version) == (f"{major_minor}.901", f"{major_minor}.902")
+    assert tool.id == f"nvrtc-{major_minor}.901+headers-{major_minor}.902"
+
+
+def test_an_explicit_nvrtc_wins_and_a_wrong_one_is_named(tmp_path, monkeypatch, rediscover):
+    real = find_toolchain()
+    find_toolchain.cache_clear()
+    monkeypatch.setenv(locate.NVRTC_ENV, str(real.nvrtc.path))
+    assert find_toolchain().nvrtc.origin == locate.NVRTC_ENV
+    find_toolchain.cache_clear()
+    monkeypatch.setenv(locate.NVRTC_ENV, str(tmp_path / "libnvrtc.so.13"))
+    with pytest.raises(EnvironmentProblem, match=r"KCONTRACT_NVRTC=.*libnvrtc\.so\.13: no such file"):
+        find_toolchain()
+
+
+def test_no_nvrtc_anywhere_says_how_to_get_one(monkeypatch, rediscover):
+    monkeypatch.setattr(locate, "wheel_file", lambda dist, suffix: None)
     with pytest.raises(EnvironmentProblem) as caught:
-        pins.require_pinned()
+        find_toolchain()
     assert caught.value.exit_code == ExitCode.ENVIRONMENT
-    assert "nvidia-cuda-nvrtc 13.0.88 installed, pinned 13.5.37" in caught.value.message
-    assert "cuda-bindings missing" in caught.value.message
-    assert "pip install" in caught.value.message and "'nvidia-cuda-nvrtc==13.5.37'" in caught.value.message
+    assert caught.value.message.startswith("no NVRTC found: install a toolchain: pip install 'kcontract[cu13]'")
 
 
-def test_missing_tool_names_the_wheel_and_pip(monkeypatch):
-    monkeypatch.setattr(tools, "_wheel_file", lambda dist, suffix: None)
-    tools.tool_path.cache_clear()
-    try:
-        with pytest.raises(EnvironmentProblem, match=r"nvdisasm not found: the wheel nvidia-cuda-nvdisasm==13\.5\.37"):
-            tools.tool_path("nvdisasm")
-    finally:
-        monkeypatch.undo()
-        tools.tool_path.cache_clear()
-    assert tools.tool_path("nvdisasm").name == "nvdisasm"
-    assert (tools.cuda_include_dir() / "cuda_bf16.h").is_file()
+def test_headers_of_another_major_version_are_not_used(tmp_path, monkeypatch, rediscover):
+    real = find_toolchain()
+    find_toolchain.cache_clear()
+    monkeypatch.setenv(locate.NVRTC_ENV, str(real.nvrtc.path))
+    monkeypatch.setattr(locate, "header_candidates", lambda: [Part(real.headers.path, "11.8", "old toolkit")])
+    with pytest.raises(EnvironmentProblem, match=rf"NVRTC .* found, but no CUDA {real.nvrtc.major} headers"):
+        find_toolchain()
+
+
+def test_an_sm_the_toolchain_cannot_build_is_skipped_not_failed(tmp_path):
+    real = find_toolchain()
+    older = replace(real, sms=tuple(s for s in real.sms if s != 121))
+    source = tmp_path / "k.cu"
+    source.write_text('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n')
+    result = build(_unit(source, ("k",)), ["sm_90", "sm_121"], CompileCache(tmp_path / "c"), tmp_path, jobs=1,
+                   toolchain=older)
+    assert (result.compiled, result.failures, result.skipped) == (1, [], ["sm_121"])
+
+
+def test_missing_tool_names_the_extra(monkeypatch, rediscover):
+    monkeypatch.setattr(tools, "tool_candidates", lambda name: [])
+    with pytest.raises(EnvironmentProblem, match=r"nvdisasm not found \(this command disassembles cubins\): pip "
+                                                 r"install 'kcontract\[tools\]'"):
+        tools.tool_path("nvdisasm")
+    monkeypatch.undo()
+    tools.find_tool.cache_clear()
+    found = tools.find_tool("nvdisasm")
+    assert found.path.name == "nvdisasm" and found.version != "unknown"
 
 
 def test_every_default_target_compiles_with_mangled_names():

@@ -10,10 +10,10 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from kcontract.commands.common import contract_option, out, require_writable, user_errors
+from kcontract.commands.common import contract_option, out, user_errors
+from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
-from kcontract.launch import cuda_ready
 
 
 def _ints(text: str) -> list[int]:
@@ -35,14 +35,13 @@ def _ints(text: str) -> list[int]:
 def bench_command(contract_path, only, keys, rows, repeat, json_path, receipt_path) -> None:
     """Time every CUDA entry (median of --repeat calls by CUDA events, L2 flushed between) and print the table."""
     loaded = load_contract(contract_path)
-    require_writable(json=json_path)
     if receipt_path and not Path(receipt_path).is_file():
         raise UsageError(f"--receipt {receipt_path}: no such receipt; write it with `kcontract run --receipt`")
     entries = [e for e in loaded.entries if e.kernel.cuda is not None and
                (not only or any(fnmatch.fnmatch(e.name, g) for g in only))]
     if not entries:
         raise UsageError("no CUDA entry to bench" + (f" matches --only {' '.join(only)}" if only else ""))
-    cuda_ready([e.name for e in entries])
+    preflight(loaded, contract_path, cuda=True, gpu=True, outputs={"json": json_path}, names=[e.name for e in entries])
     from kcontract.bench.run import bench_entries
 
     result = bench_entries(loaded, entries, _ints(keys), _ints(rows), repeat,

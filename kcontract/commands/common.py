@@ -13,6 +13,7 @@ from rich.console import Console
 
 from kcontract.errors import KContractError, UsageError
 from kcontract.exitcodes import ExitCode
+from kcontract.toolchain.cache import writable
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -24,6 +25,12 @@ contract_option = click.option(
     show_default=True,
     type=click.Path(dir_okay=False),
     help="The contract file.",
+)
+
+strict_records_option = click.option(
+    "--strict-records",
+    is_flag=True,
+    help="Fail gate 5 where the toolchain in use has no records of its own or cannot build a target SM.",
 )
 
 
@@ -41,7 +48,8 @@ class Jobs(click.ParamType):
 
 
 def require_writable(**paths: str | None) -> None:
-    """Refuse, before any work, an output path that cannot be written (`--json x/y` under a file, say)."""
+    """Refuse, before any work, an output path that cannot be written (`--json x/y` under a file, a path in
+    /proc); a missing folder is made, and said so."""
     for option, path in paths.items():
         if not path:
             continue
@@ -50,17 +58,22 @@ def require_writable(**paths: str | None) -> None:
         if target.is_dir():
             raise UsageError(f"{flag} {path}: is a directory; give a file name")
         parent = target.parent
+        missing = [p for p in (parent, *parent.parents) if not p.exists()]
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise UsageError(f"{flag} {path}: cannot create its folder ({error.strerror})") from None
-        if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-            raise UsageError(f"{flag} {path}: not writable")
+            raise UsageError(f"{flag} {path}: cannot create its folder {parent} ({error.strerror})") from None
+        if missing:
+            err.print(f"note: created {missing[-1]} for {flag}", markup=False)
+        why = writable(parent)
+        if why is not None or (target.exists() and not os.access(target, os.W_OK)):
+            raise UsageError(f"{flag} {path}: not writable ({why or 'permission denied'}); give another path")
 
 
 def fail(error: KContractError) -> None:
-    """Print `ERROR: ...` on stderr and exit with the error's code."""
-    err.print(f"ERROR: {error.message}", markup=False)
+    """Print `ERROR: ...` on stderr (a line per mistake found) and exit with the error's code."""
+    for line in error.lines():
+        err.print(f"ERROR: {line}", markup=False)
     sys.exit(int(error.exit_code))
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from rich.table import Table
+from rich.console import Console
 
 from kcontract.records.gate5 import Gate5Report, sm_number
 from kcontract.records.limits import SOURCE, limits_for
+from kcontract.report.tabular import print_rows
 from kcontract.toolchain.build import Failure
 
 SHOWN = 12  # detail lines per kind before "... and N more"
@@ -30,11 +31,13 @@ def gate5_lines(report: Gate5Report) -> list[str]:
     lines = [f"gate 5: {e}" for e in report.errors]
     grouped: dict[tuple, list] = {}
     for row in report.rows:
-        if row.status != "ok":
+        if row.status in ("stale", "missing"):
             grouped.setdefault((row.owner, row.status, row.detail), []).append(row)
     lines += capped([f"gate 5: {owner} {_roles_on(rows)}: {status} record: {detail}"
                      for (owner, status, detail), rows in grouped.items()])
     lines += [f"gate 5: {n}" for n in report.notes]
+    if report.strict:
+        lines += [f"gate 5: {f} (--strict-records)" for f in report.findings]
     if len(report.problems) > report.baseline:
         lines += capped([f"gate 5: new limit problem: {p}" for p in report.new_problems] or
                         [f"gate 5: {len(report.problems)} limit problems, baseline {report.baseline}"])
@@ -69,36 +72,46 @@ def control_lines(report: Gate5Report) -> list[str]:
 
 
 def gate5_summary(report: Gate5Report) -> str:
-    """`14 current, 0 stale, 0 missing, 0 limit problems (baseline 0)`."""
+    """`14 current, 0 stale, 0 missing, 0 limit problems (baseline 0)`, with rows of no record of this toolchain and
+    its findings where there are any."""
     stale = report.count("stale") + len(report.notes)
+    unrecorded = report.count("unrecorded")
     return (f"{report.count('ok')} current, {stale} stale, {report.count('missing')} missing, "
-            f"{len(report.problems)} limit problems (baseline {report.baseline})")
+            + (f"{unrecorded} unrecorded for {report.toolchain.id}, " if unrecorded else "")
+            + f"{len(report.problems)} limit problems (baseline {report.baseline})"
+            + (f", {len(report.findings)} toolchain finding{'s' if len(report.findings) != 1 else ''}"
+               if report.findings else ""))
 
 
-def records_table(report: Gate5Report) -> Table:
+def finding_lines(report: Gate5Report) -> list[str]:
+    """Gate 5's toolchain findings, one line each (failures under --strict-records, printed there instead)."""
+    return [] if report.strict else [f"gate 5: {f}" for f in report.findings]
+
+
+RECORD_COLUMNS = ("entry/symbol", "SM", "regs", "static smem", "dyn smem", "stack", "spills st/ld", "opt-in",
+                  "blocks/SM", "status", "problems")
+LIMIT_COLUMNS = ("SM", "threads/block", "threads/SM", "blocks/SM", "regs/SM", "regs/block", "regs/thread", "smem/SM",
+                 "max smem/block (opt-in)", "reserved smem/block")
+
+
+def print_records(console: Console, report: Gate5Report) -> None:
     """Every entry symbol x SM with its record facts and status."""
-    table = Table(title=f"launch records ({report.toolchain})")
-    for column in ("entry/symbol", "SM", "regs", "static smem", "dyn smem", "stack", "spills st/ld", "opt-in",
-                   "blocks/SM", "status", "problems"):
-        table.add_column(column)
+    rows = []
     for row in report.rows:
         f = row.facts or {}
-        table.add_row(f"{row.owner}/{row.role}", row.sm, str(f.get("registers", "")), str(f.get("static_smem", "")),
-                      str(row.dynamic_smem), str(f.get("stack", "")),
-                      f"{f.get('spill_stores', '')}/{f.get('spill_loads', '')}", "yes" if f.get("opt_in") else "no",
-                      str(f.get("blocks_per_sm", "")), row.status, "; ".join(row.problems))
-    return table
+        rows.append((f"{row.owner}/{row.role}", row.sm, f.get("registers", ""), f.get("static_smem", ""),
+                     row.dynamic_smem, f.get("stack", ""), f"{f.get('spill_stores', '')}/{f.get('spill_loads', '')}",
+                     "yes" if f.get("opt_in") else "no", f.get("blocks_per_sm", ""), row.status,
+                     "; ".join(row.problems)))
+    print_rows(console, f"launch records ({report.toolchain.id})", RECORD_COLUMNS, rows)
 
 
-def limits_table(sms: list[str]) -> Table:
-    """Each target SM's limits, with their source in the caption."""
-    table = Table(title="SM limits", caption=f"source: {SOURCE}")
-    for column in ("SM", "threads/block", "threads/SM", "blocks/SM", "regs/SM", "regs/block", "regs/thread",
-                   "smem/SM", "max smem/block (opt-in)", "reserved smem/block"):
-        table.add_column(column)
+def print_limits(console: Console, sms: list[str]) -> None:
+    """Each target SM's limits, with their source."""
+    rows = []
     for sm in sms:
         lim = limits_for(sm)
-        table.add_row(sm, str(lim.max_threads_per_block), str(lim.max_threads_per_sm), str(lim.max_blocks_per_sm),
-                      str(lim.registers_per_sm), str(lim.registers_per_block), str(lim.registers_per_thread),
-                      str(lim.smem_per_sm), str(lim.smem_per_block_optin), str(lim.reserved_smem_per_block))
-    return table
+        rows.append((sm, lim.max_threads_per_block, lim.max_threads_per_sm, lim.max_blocks_per_sm,
+                     lim.registers_per_sm, lim.registers_per_block, lim.registers_per_thread, lim.smem_per_sm,
+                     lim.smem_per_block_optin, lim.reserved_smem_per_block))
+    print_rows(console, "SM limits", LIMIT_COLUMNS, rows, caption=f"source: {SOURCE}")

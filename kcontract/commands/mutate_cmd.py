@@ -5,17 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 
 import click
 
-from kcontract.commands.common import Jobs, contract_option, err, out, require_writable, user_errors
+from kcontract.commands.common import Jobs, contract_option, err, out, user_errors
+from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.mutate.campaign import Campaign, judge_runs, load, prepare, save, workdir
-from kcontract.toolchain.cache import CACHE_ENV, default_root
+from kcontract.toolchain.cache import CACHE_ENV, cache_root
 from kcontract.toolchain.units import resolve_source
 
 
@@ -49,10 +49,10 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
     unknown = [c for c in cases if c not in known]
     if unknown:
         raise UsageError(f"--case {unknown[0]}: {entry_name} has no such case; its cases: {', '.join(known)}")
-    require_writable(json=json_path)
+    preflight(loaded, contract_path, cuda=True, gpu=False, outputs={"json": json_path}, tools=("nvdisasm",))
     if receipt_path and not Path(receipt_path).is_file():
         raise UsageError(f"--receipt {receipt_path}: no such receipt; write it with `kcontract run --receipt`")
-    os.environ[CACHE_ENV] = str(default_root(contract_path).resolve())  # mutants share cubins, inputs, references
+    os.environ[CACHE_ENV] = str(cache_root(contract_path).resolve())  # mutants share cubins, inputs, references
     here = workdir(loaded, entry_name)
     campaign = _current(load(here), loaded, entry, limit, mutant_seed, sm, cases)
     if campaign is None:
@@ -63,7 +63,6 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
               markup=False)
     whole = True
     if not prepare_only and any(m.status == "candidate" for m in campaign.mutants):
-        signal.signal(signal.SIGTERM, _interrupt)  # a time limit's SIGTERM ends the campaign like Ctrl-C
         whole = _run(campaign, here, jobs)
     report = campaign.counts()
     if json_path:
@@ -83,10 +82,6 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
     sys.exit(0 if prepare_only or report["by_status"].get("candidate", 0) == 0 else 1)
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def _current(campaign: Campaign | None, loaded, entry, limit: int, seed: int, sm: str,
              cases: tuple[str, ...]) -> Campaign | None:
     """A prepared campaign for this very source, limit, seed, SM and cases, or None."""
@@ -101,14 +96,13 @@ def _current(campaign: Campaign | None, loaded, entry, limit: int, seed: int, sm
 def _run(campaign: Campaign, here: Path, jobs) -> bool:
     """The candidates' controls through the ordinary runner, on the GPU; False when cut short (Ctrl-C or SIGTERM),
     with every mutant whose gates all finished judged and saved, the rest left to a rerun."""
-    from kcontract.launch import cuda_ready
     from kcontract.report.progress import RunProgress
     from kcontract.runner.plan import Selection, plan_tasks
     from kcontract.runner.session import auto_jobs, run_tasks, work_units
 
     contract = str(here / "contract.yaml")
     mutant_contract = load_contract(contract)
-    cuda_ready([campaign.entry])
+    preflight(mutant_contract, contract, cuda=True, gpu=True, names=[campaign.entry], quiet=True)
     waiting = {m.ident for m in campaign.mutants if m.status == "candidate"}
     chosen = tuple(c.name for c in mutant_contract.controls if c.name.rpartition("_g")[0] in waiting)
     tasks = plan_tasks(mutant_contract, contract, Selection(controls=chosen))
@@ -117,16 +111,13 @@ def _run(campaign: Campaign, here: Path, jobs) -> bool:
         planned[name.rpartition("_g")[0]] = planned.get(name.rpartition("_g")[0], 0) + 1
     workers = auto_jobs(mutant_contract, gpu=True)[0] if jobs == "auto" else jobs
     finished = []
-    whole = True
     with RunProgress(out, work_units(mutant_contract, tasks)) as progress:
         def done(outcome) -> None:
             finished.append(outcome)
             progress.done(outcome)
 
-        try:
-            run_tasks(tasks, workers, lambda step: None, done)
-        except KeyboardInterrupt:
-            whole = False
+        outcomes = run_tasks(tasks, workers, lambda step: None, done)
+        whole = not any(o.status == "interrupted" for o in outcomes)
     judge_runs(campaign, finished, planned)
     if whole:
         _sanitize_survivors(campaign, contract, mutant_contract)

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
-from kcontract.commands.common import Jobs, contract_option, err, out, require_writable, user_errors
+from kcontract.cachesize import keep_under_cap
+from kcontract.commands.common import Jobs, contract_option, err, out, strict_records_option, user_errors
+from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
-from kcontract.launch import cuda_ready
 from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
 from kcontract.report.progress import RunProgress
@@ -20,6 +21,7 @@ from kcontract.report.receipt import build_receipt, carried_mutation
 from kcontract.report.tables import control_table, entry_table, print_failures, profile_table
 from kcontract.runner.plan import Selection, plan_tasks
 from kcontract.runner.session import auto_jobs, run_contract, work_units
+from kcontract.toolchain.cache import cache_root
 
 NEEDS_DEVICE = (1, 2, 3, 4)  # gates that launch kernels; gate 5 compiles and compares records only
 
@@ -32,7 +34,7 @@ NEEDS_DEVICE = (1, 2, 3, 4)  # gates that launch kernels; gate 5 compiles and co
 @click.option("--case", "case", help="Run only this case (a gate's case, as replay commands name it).")
 @click.option("--seed", "seed", type=click.IntRange(0, 2**63 - 1), help="Override the contract's seed.")
 @click.option("--no-controls", is_flag=True, help="Skip the planted-fault controls.")
-@click.option("--jobs", "jobs", type=Jobs(), default=1, show_default=True,
+@click.option("--jobs", "jobs", type=Jobs(), default="auto", show_default=True,
               help="Worker processes running entries side by side, or 'auto'.")
 @click.option("--json", "json_path", help="Write the full results as JSON.")
 @click.option("--junit", "junit_path", help="Write JUnit XML for CI dashboards.")
@@ -42,10 +44,11 @@ NEEDS_DEVICE = (1, 2, 3, 4)  # gates that launch kernels; gate 5 compiles and co
 @click.option("--profile", is_flag=True, help="Print seconds per stage and peak memory of every gate.")
 @click.option("--sanitize", is_flag=True,
               help="Instead of the gates: each CUDA entry's smallest case, and its controls, under compute-sanitizer.")
+@strict_records_option
 @click.option("--verbose", "-v", is_flag=True, help="Tracebacks of failing kernels and every control's evidence.")
 @user_errors
 def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
-                receipt_path, no_cache, profile, sanitize, verbose) -> None:
+                receipt_path, no_cache, profile, sanitize, strict_records, verbose) -> None:
     """Run the contract: each entry's gates, each control at its gate, and print the SUMMARY line."""
     started = time.monotonic()
     loaded = load_contract(contract_path)
@@ -56,8 +59,7 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
         from kcontract.commands.sanitize_mode import sanitize_run
 
         sanitize_run(loaded, contract_path, tuple(only), tuple(control_names), no_controls, jobs, json_path)
-    selection = Selection(tuple(only), tuple(control_names), gate, case, seed, no_controls)
-    require_writable(json=json_path, junit=junit_path, receipt=receipt_path)
+    selection = Selection(tuple(only), tuple(control_names), gate, case, seed, no_controls, strict_records)
     if receipt_path and selection.partial:
         raise UsageError("--receipt attests the whole contract: drop --only, --control, --gate, --case and "
                          "--no-controls")
@@ -65,14 +67,18 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
     on_gpu = sorted({t.name for t in tasks if kernels[t.name].launcher() != "python"
                      and any(g in NEEDS_DEVICE for g in t.gates)})
-    if on_gpu:
-        cuda_ready(on_gpu)
+    ready = preflight(loaded, contract_path, cuda=any(kernels[t.name].cuda is not None for t in tasks),
+                      gpu=bool(on_gpu), outputs={"json": json_path, "junit": junit_path, "receipt": receipt_path},
+                      names=on_gpu)
     if jobs == "auto":
         jobs, why = auto_jobs(loaded, gpu=bool(on_gpu))
         err.print(f"--jobs auto: {why}", markup=False)
     with RunProgress(out, work_units(loaded, tasks)) as progress:
         result = run_contract(loaded, tasks, jobs, progress.step, progress.done, whole=not selection.partial)
     summary = result.summary
+    if summary.interrupted:
+        err.print(f"interrupted: {progress.finished} of {len(tasks)} tasks finished; nothing written", markup=False)
+        sys.exit(int(summary.exit_code))
     if out.is_terminal:
         if result.entries:
             out.print(entry_table(result.entries))
@@ -84,12 +90,14 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     print_failures(err, result.controls, planted=result.planted, verbose=verbose)
     for note in summary.notes:
         err.print(f"gate 5: {note}", markup=False)
+    for finding in summary.findings:
+        err.print(f"gate 5: {finding}", markup=False)
     for cause in summary.environment:
         err.print(f"ERROR: this machine cannot run the kernels: {cause}", markup=False)
     for finding in summary.stale_known:
         err.print(f"known finding {finding} passes now: remove it from known_findings in {contract_path}",
                   markup=False)
-    document = run_document(result.entries, result.controls, summary, result.planted)
+    document = run_document(result.entries, result.controls, summary, result.planted, ready.toolchain)
     if json_path:
         write_json(json_path, document)
     if junit_path:
@@ -98,6 +106,9 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
         kept = carried_mutation(loaded, _previous(receipt_path))
         write_json(receipt_path, build_receipt(loaded, document, tasks[0].seed, time.monotonic() - started,
                                                extra={"mutation": kept} if kept else None))
+    pruned = keep_under_cap(cache_root(contract_path))
+    if pruned:
+        err.print(f"note: {pruned}", markup=False)
     out.print(summary.line(), markup=False)
     sys.exit(int(summary.exit_code))
 

@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from kcontract.commands.common import out
+from kcontract.commands.preflight import preflight
 from kcontract.errors import UsageError
-from kcontract.launch import cuda_ready
 from kcontract.machine import usable_cores
 from kcontract.sanitizer import TOOLS, sanitize, targets, verdict
 
@@ -29,7 +29,7 @@ def sanitize_run(loaded, contract_path: str, only: tuple[str, ...], controls: tu
         found = [t for t in found if t.kind == "control" and t.name in controls]
     if not found:
         raise UsageError("--sanitize: no CUDA entry or control selected (the sanitizer runs CUDA kernels only)")
-    cuda_ready([t.name for t in found])
+    preflight(loaded, contract_path, cuda=True, gpu=True, outputs={"json": json_path}, names=[t.name for t in found])
     planted = {c.name: c.sanitize for c in loaded.controls if c.sanitize and c.name in {t.name for t in found}}
     workers = usable_cores() if jobs == "auto" else int(jobs)
 

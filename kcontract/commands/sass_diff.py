@@ -13,7 +13,9 @@ from kcontract.errors import UsageError
 from kcontract.exitcodes import ExitCode
 from kcontract.sassdiff.diff import sass_diff
 from kcontract.sassdiff.revision import repo_root
-from kcontract.toolchain.cache import CompileCache, default_root
+from kcontract.toolchain.cache import CompileCache, cache_root
+from kcontract.toolchain.locate import find_toolchain
+from kcontract.toolchain.tools import find_tool
 
 
 def _sm(value: str) -> str:
@@ -42,7 +44,10 @@ def sass_diff_command(contract_path: str, base: str, head: str | None, sms: tupl
     except ValueError:
         raise UsageError(f"{contract_path} is outside the git work tree {root}") from None
     chosen = list(dict.fromkeys(_sm(s) for s in sms)) or None
-    result = sass_diff(Path(root), rel, base, head, chosen, CompileCache(default_root(contract)), jobs)
+    err.print(f"toolchain: {find_toolchain().describe()}", markup=False)
+    tool = find_tool("nvdisasm")
+    err.print(f"nvdisasm: {tool.version} ({tool.origin})", markup=False)
+    result = sass_diff(Path(root), rel, base, head, chosen, CompileCache(cache_root(contract)), jobs)
     for block in result.changed_blocks():
         out.print(block, markup=False)
     for line in result.failures:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import types
+from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -17,6 +18,7 @@ from kcontract.contract.yaml_lines import join, line_of, load_yaml
 from kcontract.errors import ContractError
 from kcontract.families.base import Family, family_class, family_names
 from kcontract.machine import physical_memory, size_text
+from kcontract.toolchain.units import resolve_source
 
 Parts = list  # a field path as keys and indices: ["entries", 2, "cases", 0, "rows"]
 
@@ -57,9 +59,9 @@ def load_contract(path: str, *, import_kernels: bool = True) -> LoadedContract:
     problems = _Problems(path, lines)
     model = problems.validate(Contract, data, [])
     specs = _family_specs(problems, data)
-    problems.raise_first()
+    problems.raise_all()
     loaded = _resolve(problems, model, specs, lines, import_kernels)
-    problems.raise_first()
+    problems.raise_all()
     return loaded
 
 
@@ -138,11 +140,12 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
             import_kernels: bool) -> KernelRef | None:
     """The entry's or control's kernel: a named one looked up, placeholders filled, Python kernels checked."""
     parts = base + ["kernel"]
+    defined = parts  # where the reference is written: the entry, or the named kernel under `kernels`
     if isinstance(ref, str):
         if ref not in model.kernels:
             problems.add(parts, f"a kernel named under `kernels` (one of: {_few(model.kernels)})", _show(ref))
             return None
-        ref = model.kernels[ref]
+        defined, ref = ["kernels", ref], model.kernels[ref]
     both = ref.python is not None and ref.cuda is not None
     if both or (ref.python is None and ref.cuda is None):
         problems.add(parts, "exactly one of `python` or `cuda`", "both" if both else "neither")
@@ -150,6 +153,11 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
     if ref.cuda is not None:
         if ref.device:
             problems.add(parts + ["device"], "`device` only with a `python` kernel", "true")
+        folder = Path(problems.file).resolve().parent
+        if not resolve_source(folder, ref.cuda.source).is_file():
+            problems.add(defined + ["cuda", "source"], f"an existing CUDA source file, relative to {folder}",
+                         _show(ref.cuda.source))
+            return None
         cuda, why = fill_symbols(ref.cuda, family.template_args())
         if why:
             problems.add(parts + ["cuda", "symbols"], why)
@@ -275,7 +283,7 @@ def _check_findings(problems: _Problems, model: Contract, gates_of: dict[str, li
 
 
 class _Problems:
-    """Collects located errors; raises the first by line with a count of the rest."""
+    """Collects located errors; raises them all, the first by line carrying the others."""
 
     def __init__(self, file: str, lines: dict[str, int]):
         self.file, self.lines = file, lines
@@ -286,18 +294,17 @@ class _Problems:
         path = ""
         for part in parts:
             path = join(path, part)
-        self.found.append(ContractError(self.file, line_of(self.lines, parts), path, expected, given))
+        error = ContractError(self.file, line_of(self.lines, parts), path, expected, given)
+        if all(e.message != error.message for e in self.found):  # a named kernel used twice is one mistake
+            self.found.append(error)
 
-    def raise_first(self) -> None:
-        """Raise the earliest recorded mistake, if any."""
+    def raise_all(self) -> None:
+        """Raise the recorded mistakes, if any: the earliest by line, carrying the others in line order."""
         if not self.found:
             return
         ordered = sorted(self.found, key=lambda e: (e.line is None, e.line or 0))
         first = ordered[0]
-        if len(ordered) > 1:
-            more = len(ordered) - 1
-            first.message = f"{first.message} (and {more} more error{'s' if more > 1 else ''})"
-            first.args = (first.message,)
+        first.others = ordered[1:]
         raise first
 
     def validate(self, schema: type[BaseModel], data: dict, prefix: Parts,

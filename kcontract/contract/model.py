@@ -76,7 +76,7 @@ class Entry(BaseModel):
     family: str
     kernel: KernelField
     gates: list[GateNumber] | None = None  # default: every gate the family and kernel feed
-    timeout: float = Field(default=300.0, gt=0, le=86400)  # seconds for the whole entry in its worker
+    timeout: float = Field(default=300.0, gt=0, le=86400)  # seconds each gate of the entry may take in its worker
     description: str = ""
 
 
@@ -88,7 +88,7 @@ class Control(Strict):
     kernel: KernelField
     gate: GateNumber
     fault: str  # what was planted, one line
-    timeout: float | None = Field(default=None, gt=0, le=86400)
+    timeout: float | None = Field(default=None, gt=0, le=86400)  # seconds its gate may take (default: the entry's)
     sanitize: Literal["memcheck", "racecheck", "initcheck", "synccheck"] | None = None  # must be red there too
 
 

@@ -12,6 +12,7 @@ from kcontract.errors import ContractError
 _TAG = "tag:yaml.org,2002:"
 _PLAIN_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 _DROPPED = {_TAG + t for t in ("bool", "float", "timestamp")}
+MAX_VALUES = 100_000  # values a document may expand to (aliases counted each time they are used)
 
 
 class LineLoader(yaml.SafeLoader):
@@ -67,7 +68,7 @@ def load_yaml(file: str, text: str) -> LoadedYaml:
         if node is None:
             return LoadedYaml(None, {})
         lines = {"": node.start_mark.line + 1}
-        _walk(file, node, "", lines, set())
+        _walk(file, node, "", lines, set(), [0])
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
@@ -86,8 +87,13 @@ def _key_text(node: yaml.Node) -> str:
     return str(node.value) if isinstance(node, yaml.ScalarNode) else f"<{node.id} key>"
 
 
-def _walk(file: str, node: yaml.Node, path: str, lines: dict[str, int], active: set[int]) -> None:
-    """Record lines under `path`, rejecting duplicate keys and tags beyond plain YAML."""
+def _walk(file: str, node: yaml.Node, path: str, lines: dict[str, int], active: set[int], count: list[int]) -> None:
+    """Record lines under `path`, rejecting duplicate keys, tags beyond plain YAML and alias bombs."""
+    count[0] += 1
+    if count[0] > MAX_VALUES:
+        raise ContractError(file, node.start_mark.line + 1, "",
+                            f"a document of at most {MAX_VALUES:,} values; with its aliases expanded it holds more "
+                            f"(nested YAML aliases?): write the values out, or alias less")
     if node.tag not in _PLAIN_TAGS:
         raise ContractError(file, node.start_mark.line + 1, path,
                             "a plain value (text, number, true/false, list or mapping)",
@@ -99,7 +105,7 @@ def _walk(file: str, node: yaml.Node, path: str, lines: dict[str, int], active: 
         for index, item in enumerate(node.value):
             child = join(path, index)
             lines[child] = item.start_mark.line + 1
-            _walk(file, item, child, lines, active)
+            _walk(file, item, child, lines, active, count)
     elif isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         merged: list[yaml.Node] = []
@@ -113,7 +119,7 @@ def _walk(file: str, node: yaml.Node, path: str, lines: dict[str, int], active: 
             seen.add(name)
             child = join(path, name)
             lines[child] = key.start_mark.line + 1
-            _walk(file, value, child, lines, active)
+            _walk(file, value, child, lines, active, count)
         for source in merged:  # `<<: *anchor` keys count where they were written, unless overridden
             for mapping in source.value if isinstance(source, yaml.SequenceNode) else [source]:
                 if not isinstance(mapping, yaml.MappingNode):
@@ -123,4 +129,4 @@ def _walk(file: str, node: yaml.Node, path: str, lines: dict[str, int], active: 
                     if _key_text(key) not in seen:
                         seen.add(_key_text(key))
                         lines[child] = key.start_mark.line + 1
-                        _walk(file, value, child, lines, active)
+                        _walk(file, value, child, lines, active, count)

@@ -19,15 +19,20 @@ KIND = "records"
 
 def run(ctx: GateContext) -> GateResult:
     """Compile the kernel for every target SM and compare it with the entry's record and the SM limits."""
-    verdict = judge_kernel(ctx.loaded, ctx.entry, ctx.kernel)
+    verdict = judge_kernel(ctx.loaded, ctx.entry, ctx.kernel, strict=ctx.strict_records)
     result = GateResult(gate=NUMBER, passed=verdict.passed, checked=len(verdict.rows))
-    result.failures = len(verdict.stale) + len(verdict.new_problems) + len(verdict.errors) + len(verdict.notes)
-    result.facts = {"limit_problems": len(verdict.problems), "new_limit_problems": len(verdict.new_problems)}
+    strict = verdict.findings if ctx.strict_records else []
+    result.failures = (len(verdict.stale) + len(verdict.new_problems) + len(verdict.errors) + len(verdict.notes)
+                       + len(strict))
+    result.facts = {"limit_problems": len(verdict.problems), "new_limit_problems": len(verdict.new_problems),
+                    "toolchain_findings": [] if strict else verdict.findings,
+                    "unrecorded": sum(r.status == "unrecorded" for r in verdict.rows)}
     mismatches = ctx.loaded_attribute_mismatches() if ctx.kernel.cuda is not None else []
     result.failures += len(mismatches)
     result.passed = result.passed and not mismatches
     problems = ([f"{r.role} on {r.sm}: {r.status} record: {r.detail}" for r in verdict.stale] + verdict.notes
-                + [f"new limit problem: {p}" for p in verdict.new_problems] + verdict.errors + mismatches)
+                + [f"new limit problem: {p}" for p in verdict.new_problems] + verdict.errors + mismatches
+                + [f"{f} (--strict-records)" for f in strict])
     if problems:
         result.message = f"{len(problems)} problems: {problems[0]}" + (f" (and {len(problems) - 1} more)"
                                                                      if len(problems) > 1 else "")

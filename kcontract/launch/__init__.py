@@ -22,21 +22,37 @@ def launcher_for(kernel: KernelRef, loaded=None, entry=None) -> Launcher:
 
 
 @functools.cache
-def gpu_present() -> bool:
-    """Whether CuPy sees at least one CUDA device."""
+def gpu_problem() -> str | None:
+    """None when CuPy runs on a CUDA device here, else why not, in one phrase."""
     try:
         import cupy
+    except ImportError as error:
+        missing = getattr(error, "name", None) == "cupy"
+        return ("CuPy is not installed: pip install 'kcontract[cu13]' (or '[cu12]' for CUDA 12)" if missing
+                else f"CuPy does not import ({error}): reinstall the CuPy wheel of this machine's CUDA")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # no driver, an old driver, or no device: CuPy says which
+        return f"CuPy sees no usable CUDA device ({error})"
+    if count < 1:
+        return "CuPy sees no CUDA device"
+    try:
+        cupy.full((1,), 1.0, dtype=cupy.float32).get()  # CuPy's own kernels compile and run (its NVRTC, the driver)
+    except Exception as error:
+        return f"CuPy cannot run a kernel on device 0 ({type(error).__name__}: {error})"
+    return None
 
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no CuPy, no driver, or no device: all mean "no GPU here"
-        return False
+
+def gpu_present() -> bool:
+    """Whether CuPy runs on a CUDA device here."""
+    return gpu_problem() is None
 
 
 def cuda_ready(names: list[str]) -> None:
-    """Raise EnvironmentProblem (exit 3) unless CuPy sees a GPU."""
-    if gpu_present():
+    """Raise EnvironmentProblem (exit 3) unless CuPy runs on a GPU."""
+    why = gpu_problem()
+    if why is None:
         return
-    raise EnvironmentProblem(f"{', '.join(names[:4])} need a CUDA GPU and CuPy (pip install -e '.[cuda13]' or "
-                             f"'.[cuda12]'); none is usable here. Run `kcontract check` for everything that needs "
-                             f"no GPU, `kcontract run --gate 5` for launch records, or `kcontract run --only` "
-                             f"entries with python kernels")
+    raise EnvironmentProblem(f"{', '.join(names[:4])} need a CUDA GPU and CuPy; {why}. Run `kcontract check` for "
+                             f"everything that needs no GPU, `kcontract run --gate 5` for launch records, or "
+                             f"`kcontract run --only` entries with python kernels")

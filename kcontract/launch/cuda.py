@@ -1,9 +1,9 @@
 """The CUDA launcher: the exact cubins of the compile cache, loaded with CuPy, launched as the problem says.
 
 The bytes that run are the bytes gate 5 and sass-diff describe: the cubin is looked up in the content-addressed
-cache for this device's SM (compiled with the pinned toolchain, or, where that is missing here, with the
-machine's own NVRTC under its own cache key, which `provenance()` reports). Every output is poisoned before
-every launch; a fault of the GPU context ends the worker so the next task starts clean.
+cache for this device's SM, compiled by this environment's toolchain under its own cache key, which
+`provenance()` reports. Every output is poisoned before every launch; a fault of the GPU context ends the
+worker so the next task starts clean.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from kcontract.profiling import note_gpu_bytes
 from kcontract.records.attributes import compare_loaded_attributes, record_row
 from kcontract.records.records import records_root
 from kcontract.records.shapes import launch_shapes
+from kcontract.records.toolchains import has_own_records
 from kcontract.toolchain.build import build
-from kcontract.toolchain.cache import CompileCache, default_root
-from kcontract.toolchain.nvrtc import local_toolchain_id
+from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.units import unit_of
 
 OPT_IN = 48 * 1024  # dynamic shared memory above this needs the function's opt-in attribute
@@ -61,11 +61,11 @@ class CudaLauncher:
         self.sm = target_for(device_sm(cupy), list(loaded.targets))
         base = Path(loaded.path).resolve().parent
         units = [unit_of(loaded, kernel.cuda)]
-        cache = CompileCache(default_root(loaded.path))
-        try:
-            built = build(units, [self.sm], cache, base, jobs=1)
-        except EnvironmentProblem:  # no pinned compiler and no carried cubin: this machine's NVRTC builds it
-            built = build(units, [self.sm], cache, base, jobs=1, toolchain=local_toolchain_id())
+        built = build(units, [self.sm], CompileCache(cache_root(loaded.path)), base, jobs=1)
+        if built.skipped:
+            raise EnvironmentProblem(f"nvrtc {built.toolchain.nvrtc.version} ({built.toolchain.nvrtc.origin}) cannot "
+                                     f"build for this GPU ({self.sm}): install a newer NVRTC")
+        self.toolchain = built.toolchain
         if built.failures:
             failure = built.failures[0]
             raise EnvironmentProblem(f"{failure.unit.label} does not compile for this GPU ({self.sm}): "
@@ -95,14 +95,17 @@ class CudaLauncher:
                 "cubin_sha256": hashlib.sha256(Path(info.cubin_path).read_bytes()).hexdigest()}
 
     def attribute_mismatches(self, loaded, entry_name: str) -> list[str]:
-        """Where the loaded functions' attributes differ from the committed record for this SM."""
+        """Where the loaded functions' attributes differ from the committed record for this SM and toolchain (none
+        to compare where the toolchain has no records: gate 5 reports that as its finding)."""
         found = []
         root, tool = records_root(loaded.path), self.module_info.toolchain
+        if not has_own_records(root, self.toolchain):
+            return found
         for role, function in self.functions.items():
             row = record_row(root, tool, entry_name, role, self.sm)
             if row is None:
-                found.append(f"{role}: no record for {self.sm} built by {tool} (records are for the pinned "
-                             f"toolchain; carry the compile cache to the GPU machine)")
+                found.append(f"{role}: no record for {self.sm} built by {tool}: run `kcontract records --update` "
+                             f"with this toolchain")
                 continue
             found += [f"{role} on {self.sm}: {m}" for m in compare_loaded_attributes(row, function.attributes)]
         return found

@@ -21,7 +21,7 @@ from kcontract.mutate.operators import CLASSES, Mutant, mutants
 from kcontract.sassdiff.elf import function_digest
 from kcontract.sassdiff.normalise import normalise, split_functions
 from kcontract.toolchain.build import build
-from kcontract.toolchain.cache import CompileCache, default_root
+from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.tools import run_tool
 from kcontract.toolchain.units import contract_uses, group_units, resolve_source
 
@@ -72,7 +72,7 @@ class Campaign:
 
 def workdir(loaded, entry_name: str) -> Path:
     """Where an entry's mutants live: beside the compile cache, so a GPU machine gets them with the cubins."""
-    return default_root(loaded.path) / "mutants" / entry_name
+    return cache_root(loaded.path) / "mutants" / entry_name
 
 
 def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int | None = None,
@@ -130,7 +130,7 @@ def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str, cases
 def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | None) -> None:
     """Stillborn (does not compile) and equivalent (the entry's functions' machine code unchanged) mutants."""
     loaded = load_contract(str(contract), import_kernels=False)
-    cache = CompileCache(default_root(str(contract)))
+    cache = CompileCache(cache_root(str(contract)))
     units = group_units(contract_uses(loaded))
     built = build(units, [sm], cache, contract.parent, jobs)
     by_source = {u.label: u for u in units}

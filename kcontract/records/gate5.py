@@ -18,9 +18,10 @@ from kcontract.records.records import (
     write_json,
 )
 from kcontract.records.shapes import launch_shapes, smem_on
+from kcontract.records.toolchains import STRICT_HINT, has_own_records, recorded_toolchains, toolchain_findings
 from kcontract.toolchain.build import Build, Failure, build, read_inputs
-from kcontract.toolchain.cache import CompileCache, default_root, inputs_digest
-from kcontract.toolchain.pins import toolchain_id
+from kcontract.toolchain.cache import CompileCache, cache_root, inputs_digest
+from kcontract.toolchain.locate import Toolchain, find_toolchain
 from kcontract.toolchain.units import Unit, contract_uses, group_units, resolve_source, unit_of
 
 KERNEL_FIELDS = ("symbol", "mangled", "threads", "dynamic_smem")
@@ -35,7 +36,7 @@ class Row:
     owner: str  # entry or control name
     role: str
     sm: str
-    status: str  # "ok", "stale", "missing"
+    status: str  # "ok", "stale", "missing"; "unrecorded": matches another toolchain's record where toolchains agree
     detail: str = ""
     facts: dict | None = None  # registers, static_smem, ..., problems
     threads: int = 0
@@ -65,11 +66,12 @@ class ControlVerdict:
 
 @dataclass
 class Gate5Report:
-    """Gate 5 over a contract: rows per entry x symbol x SM, stale notes, limit problems, controls."""
+    """Gate 5 over a contract: rows per entry x symbol x SM, stale notes, limit problems, controls, findings."""
 
-    toolchain: str
+    toolchain: Toolchain
     targets: list[str]
     root: Path
+    strict: bool = False  # toolchain findings fail (--strict-records)
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # stale record files or roles with no entry
     errors: list[str] = field(default_factory=list)  # compile failures, missing launch shapes
@@ -80,6 +82,7 @@ class Gate5Report:
     changes: list[str] = field(default_factory=list)  # what --update rewrote
     build: Build | None = None
     compile_failures: list[Failure] = field(default_factory=list)  # of gate-5 kernels
+    findings: list[str] = field(default_factory=list)  # what the toolchain in use cannot check (not failures)
 
     def count(self, status: str) -> int:
         """Entry rows with a status."""
@@ -98,8 +101,9 @@ class Gate5Report:
 
     @property
     def passed(self) -> bool:
-        """Compiles, records current, limit problems within the baseline."""
-        return not self.errors and not self.compile_failures and self.current and len(self.problems) <= self.baseline
+        """Compiles, records current, limit problems within the baseline; no finding under --strict-records."""
+        return (not self.errors and not self.compile_failures and self.current and
+                len(self.problems) <= self.baseline and not (self.strict and self.findings))
 
     @property
     def missed_controls(self) -> list[ControlVerdict]:
@@ -133,57 +137,90 @@ class KernelVerdict:
     new_problems: list[str] = field(default_factory=list)  # those not in the baseline
     errors: list[str] = field(default_factory=list)  # what kept the record from being made
     committed: bool = True  # whether the entry has a committed record at all
+    findings: list[str] = field(default_factory=list)  # what this toolchain cannot check (not failures)
+    strict: bool = False  # findings fail (--strict-records)
 
     @property
     def stale(self) -> list[Row]:
         """Rows whose record is stale or missing."""
-        return [r for r in self.rows if r.status != "ok"]
+        return [r for r in self.rows if r.status in ("stale", "missing")]
 
     @property
     def passed(self) -> bool:
-        """Record current, every symbol on every SM, no limit problem beyond the baseline."""
-        return not self.errors and not self.stale and not self.notes and not self.new_problems and bool(self.rows)
+        """Record current, every symbol on every SM, no limit problem beyond the baseline (and, strict, no
+        toolchain finding)."""
+        return (not self.errors and not self.stale and not self.notes and not self.new_problems and bool(self.rows)
+                and not (self.strict and self.findings))
 
 
 def judge_kernel(loaded, entry, kernel, *, root: Path | None = None, cache: CompileCache | None = None,
-                 built: Build | None = None, jobs: int | None = None) -> KernelVerdict:
+                 built: Build | None = None, jobs: int | None = None, strict: bool = False) -> KernelVerdict:
     """Compile `kernel` for every target and compare it with `entry`'s committed record and the baseline."""
     base = Path(loaded.path).resolve().parent
     root = root or records_root(loaded.path)
-    tool = toolchain_id()
     unit = unit_of(loaded, kernel.cuda)
     units = {unit.ident: unit}
     if built is None:
-        built = build(list(units.values()), loaded.targets, cache or CompileCache(default_root(loaded.path)),
+        built = build(list(units.values()), loaded.targets, cache or CompileCache(cache_root(loaded.path)),
                       base, jobs)
-    verdict = KernelVerdict(entry.name)
+    verdict = KernelVerdict(entry.name, strict=strict)
     failures = [f for f in built.failures if f.unit.ident in units]
     verdict.errors += [f"{f.unit.label} does not compile for {f.sm}" for f in failures]
-    report = Gate5Report(tool, loaded.targets, root)
+    report = Gate5Report(built.toolchain, loaded.targets, root, strict)
+    verdict.findings = toolchain_findings(root, built.toolchain, loaded.targets)
     record, errors = _fresh_record(entry.name, kernel.cuda, entry.family, report, units, built, base)
     verdict.errors += errors
     if record is None:
         return verdict
-    path = record_path(root, tool, entry.name)
-    committed = read_json(path)
-    verdict.committed = committed is not None
-    verdict.rows, verdict.notes = compare(entry.name, committed, record, loaded.targets, _rel(path))
+    verdict.rows, verdict.notes, verdict.committed = compare_committed(report, entry.name, record)
     verdict.problems = _problems(entry.name, record)
     known = set((read_baseline(root) or {}).get("problems", []))
     verdict.new_problems = [p for p in verdict.problems if p not in known]
     return verdict
 
 
+def compare_committed(report: Gate5Report, name: str, record: dict) -> tuple[list[Row], list[str], bool]:
+    """Rows and notes of a fresh record against the committed ones, and whether any record exists: the toolchain's
+    own, else every other toolchain's in what toolchains share (sources, symbols, launch shapes)."""
+    targets = [sm for sm in report.targets if report.toolchain.builds(sm)]
+    if has_own_records(report.root, report.toolchain):
+        path = record_path(report.root, report.toolchain.id, name)
+        committed = read_json(path)
+        rows, notes = compare(name, committed, record, targets, _rel(path))
+        return rows, notes, committed is not None
+    others = [(t, record_path(report.root, t, name)) for t in recorded_toolchains(report.root)]
+    others = [(t, path, data) for t, path in others if (data := read_json(path)) is not None]
+    if not others:
+        return compare(name, None, record, targets, _rel(record_path(report.root, report.toolchain.id, name)))[0], \
+            [], False
+    rows, notes = [], []
+    for _, path, data in others:
+        found, left = compare(name, data, record, targets, _rel(path), own=False)
+        rows, notes = _worse(rows, found), notes + left
+    return rows, notes, True
+
+
+def _worse(rows: list[Row], found: list[Row]) -> list[Row]:
+    """Per role and SM, the row with the worse status of two comparisons."""
+    rank = {"ok": 0, "unrecorded": 1, "missing": 2, "stale": 3}
+    by_key = {(r.role, r.sm): r for r in rows}
+    for row in found:
+        old = by_key.get((row.role, row.sm))
+        if old is None or rank[row.status] > rank[old.status]:
+            by_key[(row.role, row.sm)] = row
+    return list(by_key.values())
+
+
 def check_records(loaded, update: bool = False, *, root: Path | None = None, cache: CompileCache | None = None,
-                  built: Build | None = None, jobs: int | None = None) -> Gate5Report:
+                  built: Build | None = None, jobs: int | None = None, strict: bool = False) -> Gate5Report:
     """Gate 5 for a whole LoadedContract; with update, rewrite records and baseline first and list the changes."""
     base = Path(loaded.path).resolve().parent
-    report = Gate5Report(toolchain_id(), loaded.targets, root or records_root(loaded.path))
     entries, controls = _entries(loaded), _controls(loaded)
     units = {u.ident: u for u in gate5_units(loaded)}
     if built is None:
-        built = build(list(units.values()), report.targets, cache or CompileCache(default_root(loaded.path)), base,
+        built = build(list(units.values()), loaded.targets, cache or CompileCache(cache_root(loaded.path)), base,
                       jobs)
+    report = Gate5Report(built.toolchain, loaded.targets, root or records_root(loaded.path), strict)
     report.build = built
     report.compile_failures = [f for f in built.failures if f.unit.ident in units]
     fresh: dict[str, dict] = {}
@@ -195,11 +232,11 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, cac
     if update:
         if report.errors or report.compile_failures:
             return report
-        _update(report, fresh)
+        _update(loaded, report, fresh)
+    report.findings = toolchain_findings(report.root, report.toolchain, report.targets) if entries else []
     report.notes += orphan_records(loaded, report.root)
     for name, record in fresh.items():
-        path = record_path(report.root, report.toolchain, name)
-        rows, notes = compare(name, read_json(path), record, report.targets, _rel(path))
+        rows, notes, _ = compare_committed(report, name, record)
         report.rows += rows
         report.notes += notes
         report.problems += _problems(name, record)
@@ -207,7 +244,8 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, cac
     report.baseline = int(baseline.get("limit_problems", 0))
     report.baseline_problems = list(baseline.get("problems", []))
     for control in controls:
-        verdict = judge_kernel(loaded, loaded.entry(control.entry), control.kernel, root=report.root, built=built)
+        verdict = judge_kernel(loaded, loaded.entry(control.entry), control.kernel, root=report.root, built=built,
+                               strict=strict)
         report.controls.append(control_verdict(control, verdict))
     return report
 
@@ -232,7 +270,7 @@ def _fresh_record(name: str, kernel, family, report: Gate5Report, units: dict, b
     if errors:
         return None, errors
     unit = units[(kernel.source, tuple(kernel.options))]
-    record = {"entry": name, "source": kernel.source, "toolchain": report.toolchain,
+    record = {"entry": name, "source": kernel.source, "toolchain": report.toolchain.id,
               "inputs_sha256": inputs_digest(source, headers, tuple(kernel.options)), "kernels": {}}
     for role, expression in sorted(kernel.symbols.items()):
         shape = shapes[role]
@@ -241,7 +279,7 @@ def _fresh_record(name: str, kernel, family, report: Gate5Report, units: dict, b
         for sm in report.targets:
             module = built.module(unit, sm)
             if module is None:
-                continue  # its compile failure is reported once, by unit
+                continue  # its compile failure is reported once, by unit; or the toolchain skips this SM
             facts["mangled"] = module.lowered[expression]
             resources = module.resources().get(facts["mangled"])
             if resources is None:
@@ -273,9 +311,10 @@ def _diff(old: dict, new: dict, fields: tuple[str, ...]) -> list[str]:
             for f in fields if old.get(f) != new.get(f)]
 
 
-def compare(name: str, committed: dict | None, fresh: dict, targets: list[str],
-            where: str) -> tuple[list[Row], list[str]]:
-    """Rows for each role x SM of `fresh` against the committed record, and notes on left-over parts."""
+def compare(name: str, committed: dict | None, fresh: dict, targets: list[str], where: str,
+            own: bool = True) -> tuple[list[Row], list[str]]:
+    """Rows for each role x SM of `fresh` against the committed record, and notes on left-over parts; a record of
+    another toolchain (`own` False) is compared only in the sources, symbols and launch shapes."""
     rows, notes = [], []
     for role, kernel in sorted(fresh["kernels"].items()):
         for sm in targets:
@@ -288,36 +327,40 @@ def compare(name: str, committed: dict | None, fresh: dict, targets: list[str],
                 continue
             old_kernel = committed.get("kernels", {}).get(role)
             old = (old_kernel or {}).get("sms", {}).get(sm)
-            if old is None:
-                rows.append(Row(name, role, sm, "missing", f"{where} has no {role} on {sm}: {UPDATE_HINT}", facts,
-                                **launch))
+            if old_kernel is None or (own and old is None):
+                rows.append(Row(name, role, sm, "missing", f"{where} has no {role}{f' on {sm}' if own else ''}: "
+                                                           f"{UPDATE_HINT}", facts, **launch))
                 continue
-            diffs = _diff(old_kernel, kernel, KERNEL_FIELDS) + _diff(old, facts, SM_FIELDS)
+            diffs = _diff(old_kernel, kernel, KERNEL_FIELDS) + (_diff(old, facts, SM_FIELDS) if own else [])
             if committed.get("inputs_sha256") != fresh["inputs_sha256"]:
                 diffs.insert(0, f"{fresh['source']} (or its headers or options) changed since the record")
-            status = "stale" if diffs else "ok"
-            detail = f"{'; '.join(diffs)}: {UPDATE_HINT}" if diffs else ""
+            status = "stale" if diffs else "ok" if own else "unrecorded"
+            detail = f"{'; '.join(diffs)}: {UPDATE_HINT}" if diffs else "" if own else \
+                f"agrees with {where} in sources, symbols and launch shapes; {STRICT_HINT}"
             rows.append(Row(name, role, sm, status, detail, facts, **launch))
     if committed is not None:
         for role, old_kernel in sorted(committed.get("kernels", {}).items()):
             if role not in fresh["kernels"]:
                 notes.append(f"{where}: symbol `{role}` is no longer in entry {name}: {UPDATE_HINT}")
                 continue
-            extra = sorted(set(old_kernel.get("sms", {})) - set(targets))
+            extra = sorted(set(old_kernel.get("sms", {})) - set(targets)) if own else []
             if extra:
                 notes.append(f"{where}: {role} recorded for {', '.join(extra)}, not a target: {UPDATE_HINT}")
     return rows, notes
 
 
-def _update(report: Gate5Report, fresh: dict[str, dict]) -> None:
-    """Rewrite every entry's record, drop left-over record files, rewrite the baseline; list the changes."""
-    committed = record_files(report.root, report.toolchain)
-    for name in sorted(set(committed) - set(fresh)):
-        committed[name].unlink()
-        report.changes.append(f"{name}: record removed ({_rel(committed[name])}; no such CUDA gate-5 entry)")
+def _update(loaded, report: Gate5Report, fresh: dict[str, dict]) -> None:
+    """Rewrite every entry's record for the toolchain in use, drop record files of entries that are gone (of every
+    toolchain), rewrite the baseline; list the changes."""
+    names = {e.name for e in _entries(loaded)}
+    for toolchain in recorded_toolchains(report.root):
+        for name, path in record_files(report.root, toolchain).items():
+            if name not in names:
+                path.unlink()
+                report.changes.append(f"{name}: record removed ({_rel(path)}; no such CUDA gate-5 entry)")
     problems: list[str] = []
     for name, record in sorted(fresh.items()):
-        path = record_path(report.root, report.toolchain, name)
+        path = record_path(report.root, report.toolchain.id, name)
         old = read_json(path)
         report.changes += _changes(name, old, record)
         if old != record or path.read_text() != dumps(record) + "\n":
@@ -326,7 +369,7 @@ def _update(report: Gate5Report, fresh: dict[str, dict]) -> None:
     old_baseline = read_baseline(report.root)
     old_count = None if old_baseline is None else old_baseline.get("limit_problems")
     if old_baseline is None or sorted(old_baseline.get("problems", [])) != sorted(problems):
-        write_baseline(report.root, report.toolchain, problems)
+        write_baseline(report.root, report.toolchain.id, problems)
         report.changes.append(f"baseline: {old_count if old_count is not None else 'none'} -> {len(problems)} "
                               f"limit problems")
 
@@ -367,9 +410,9 @@ def _rel(path: Path) -> str:
 
 
 def orphan_records(loaded, root: Path | None = None) -> list[str]:
-    """Committed record files whose entry is no CUDA gate-5 entry of the contract, one line each."""
+    """Committed record files (of any toolchain) whose entry is no CUDA gate-5 entry of the contract."""
     root = root or records_root(loaded.path)
-    committed = record_files(root, toolchain_id())
     names = {e.name for e in _entries(loaded)}
     return [f"{_rel(path)}: a record for `{name}`, which is no CUDA gate-5 entry of the contract: {UPDATE_HINT}"
-            for name, path in sorted(committed.items()) if name not in names]
+            for toolchain in recorded_toolchains(root) for name, path in record_files(root, toolchain).items()
+            if name not in names]

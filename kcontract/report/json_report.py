@@ -24,11 +24,12 @@ def _plain(value):
 
 
 def run_document(entries: list[Outcome], controls: list[Outcome], summary: Summary,
-                 planted: dict[str, int]) -> dict:
-    """Everything a report or receipt needs."""
+                 planted: dict[str, int], toolchain=None) -> dict:
+    """Everything a report or receipt needs; `toolchain` is the one that built the CUDA kernels, if any."""
     return {
         "summary": summary.line(),
         "exit_code": int(summary.exit_code),
+        "toolchain": toolchain.as_dict() if toolchain is not None else None,
         "counts": _plain(summary),
         "planted": dict(planted),
         "references": reference_counts(entries + controls),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kcontract.gates import GATES
 from kcontract.gates.base import GateResult
+from kcontract.report.summary import gates_phrase
 from kcontract.runner.outcome import Outcome, Task
 
 
@@ -38,6 +39,7 @@ def gate_line(task: Task, result: GateResult) -> str:
 
 
 def status_line(outcome: Outcome) -> str:
-    """`entry: crashed: worker died (signal SIGABRT), 0.3 s` for a task that did not run to the end."""
+    """`entry gate 2: crashed: worker died (signal SIGABRT), 0.3 s` for a task that did not run to the end."""
     tail = "; a control that does not run counts as missed" if outcome.task.kind == "control" else ""
-    return f"{who(outcome.task)}: {outcome.status}: {outcome.detail.strip()}, {outcome.seconds:.1f} s{tail}"
+    gates = f" {gates_phrase(outcome.task.gates)}" if outcome.task.gates else ""
+    return f"{who(outcome.task)}{gates}: {outcome.status}: {outcome.detail.strip()}, {outcome.seconds:.1f} s{tail}"

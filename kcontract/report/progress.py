@@ -18,6 +18,7 @@ class RunProgress:
         self.interactive = console.is_terminal
         self.bar: Progress | None = None
         self.units = max(units, 1)
+        self.finished = 0  # tasks ended
 
     def __enter__(self) -> RunProgress:
         if self.interactive:
@@ -42,6 +43,7 @@ class RunProgress:
 
     def done(self, outcome: Outcome) -> None:
         """A task ended; one that did not run to the end gets its line."""
+        self.finished += 1
         if outcome.status != "ran":
             self._print(status_line(outcome))
 

@@ -21,17 +21,21 @@ def uses_gpu(loaded) -> bool:
     return any(k.cuda is not None or k.device for k in kernels)
 
 
-def environment(gpu: bool) -> dict:
-    """The host, Python and numpy; the GPU, its driver, runtime and CuPy only when the run used a GPU."""
+def environment(gpu: bool, toolchain: dict | None = None) -> dict:
+    """The host, Python and numpy, the toolchain that built the kernels (`nvrtc` its version); the GPU, its
+    driver, runtime and CuPy (with the NVRTC CuPy itself loaded) only when the run used a GPU."""
     env = {"kcontract": __version__, "python": platform.python_version(), "numpy": np.__version__,
            "machine": platform.machine(), "cpus": os.cpu_count()}
+    if toolchain:
+        env |= {"toolchain": toolchain["id"], "nvrtc": toolchain["nvrtc"], "nvrtc_from": toolchain["nvrtc_from"],
+                "headers": toolchain["headers"], "headers_from": toolchain["headers_from"]}
     if gpu:
         import cupy
 
         props = cupy.cuda.runtime.getDeviceProperties(0)
         env |= {"cupy": cupy.__version__, "gpu": props["name"].decode(), "sm": f"sm_{props['major']}{props['minor']}",
                 "driver": cupy.cuda.runtime.driverGetVersion(), "runtime": cupy.cuda.runtime.runtimeGetVersion(),
-                "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))}
+                "cupy_nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))}
     return env
 
 
@@ -50,7 +54,7 @@ def build_receipt(loaded, document: dict, seed: int, wall_s: float, extra: dict 
         "wall_s": round(wall_s, 2),
         "git": git_state(base),
         "checker": {"version": __version__, "sha256": package_digest()},
-        "environment": environment(gpu),
+        "environment": environment(gpu, document.get("toolchain")),
         "sources": {p: file_sha256(base / p) for p in run_sources(loaded)},
         **(extra or {}),
         **document,

@@ -1,11 +1,21 @@
-"""Run one task in the current process: load the contract, build the gate context, run its gates."""
+"""Run one task in the current process: load the contract, build the gate context, run its gates.
+
+Workers are reused across tasks, so each task starts from fresh user code: the modules imported from the
+contract's folder and project (Python kernels, families, their helpers) are dropped and imported again, and
+module state of one task's kernel never reaches the next. CUDA kernels keep no state between tasks: each
+task loads its cubin anew and frees its device memory.
+"""
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Callable
 
+import kcontract
+from kcontract.contract.imports import import_roots
 from kcontract.contract.loader import load_contract
 from kcontract.errors import EnvironmentProblem, KContractError
 from kcontract.gates import GATES
@@ -17,6 +27,33 @@ from kcontract.refcache import ReferenceCache, reference_root
 from kcontract.runner.outcome import Outcome, Progress, Task
 
 _CONTRACTS: dict[str, object] = {}
+_PACKAGE = Path(kcontract.__file__).resolve().parent
+
+
+def user_modules(contract_path: str) -> list[str]:
+    """Names of loaded modules whose files lie under the contract's import roots (not kcontract's own)."""
+    roots = [r.resolve() for r in import_roots(contract_path)]
+    found = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file:
+            continue
+        path = Path(file).resolve()
+        if _PACKAGE in path.parents or "site-packages" in path.parts:
+            continue
+        if any(root in path.parents for root in roots):
+            found.append(name)
+    return found
+
+
+def fresh_contract(contract_path: str):
+    """The contract, loaded again (its user modules re-imported) when any user module is loaded, else cached."""
+    stale = user_modules(contract_path)
+    for name in stale:
+        del sys.modules[name]
+    if stale or contract_path not in _CONTRACTS:
+        _CONTRACTS[contract_path] = load_contract(contract_path)
+    return _CONTRACTS[contract_path]
 
 
 def execute(task: Task, report: Callable[[Progress], None] = lambda p: None) -> Outcome:
@@ -24,8 +61,7 @@ def execute(task: Task, report: Callable[[Progress], None] = lambda p: None) -> 
     start = time.perf_counter()
     outcome = Outcome(task)
     try:
-        loaded = _CONTRACTS.get(task.contract_path) or load_contract(task.contract_path)
-        _CONTRACTS[task.contract_path] = loaded
+        loaded = fresh_contract(task.contract_path)
         entry = loaded.entry(task.entry)
         kernel = entry.kernel if task.kind == "entry" else loaded.control(task.name).kernel
         family = type(entry.family)(entry.name, entry.family.spec, task.seed)
@@ -34,7 +70,7 @@ def execute(task: Task, report: Callable[[Progress], None] = lambda p: None) -> 
                           control=task.name if task.kind == "control" else None,
                           make_launcher=lambda: launcher_for(kernel, loaded, entry),
                           progress=lambda gate, case: report(Progress(task, gate, case)),
-                          references=family.store)
+                          references=family.store, strict_records=task.strict_records)
         try:
             for gate in task.gates:
                 began = time.perf_counter()

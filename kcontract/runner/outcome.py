@@ -19,8 +19,9 @@ class Task:
     gates: list[int]
     seed: int
     case: str | None = None
-    timeout: float = 300.0
+    timeout: float = 300.0  # seconds each gate of the task may take in its worker
     cache: bool = True  # take references from the on-disk cache (False: `--no-cache`)
+    strict_records: bool = False  # gate 5's toolchain findings fail (`--strict-records`)
 
 
 @dataclass
@@ -28,7 +29,8 @@ class Outcome:
     """A task's result: per-gate results, or how it died."""
 
     task: Task
-    status: str = "ran"  # "ran", "crashed", "timed out", "error", "environment" (the machine cannot run it)
+    status: str = "ran"  # "ran", "crashed", "timed out", "error", "environment" (the machine cannot run it),
+    # "interrupted" (the run was stopped before the task ended)
     detail: str = ""  # one line: how it crashed or what raised
     trace: str = ""  # the traceback behind an error, shown with --verbose
     gates: dict[int, GateResult] = field(default_factory=dict)

@@ -20,6 +20,7 @@ class Selection:
     case: str | None = None
     seed: int | None = None
     no_controls: bool = False
+    strict_records: bool = False
 
     @property
     def partial(self) -> bool:
@@ -55,10 +56,10 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache
             gates = [g for g in gates if sel.case in entry.family.cases(g)]
         return gates
 
-    tasks = [Task("entry", e.name, e.name, contract_path, [gate], seed, sel.case, e.timeout, cache)
-             for e in sorted(entries, key=lambda e: -_weight(e)) for gate in gates_for(e.name)]
+    tasks = [Task("entry", e.name, e.name, contract_path, [gate], seed, sel.case, e.timeout, cache,
+                  sel.strict_records) for e in sorted(entries, key=lambda e: -_weight(e)) for gate in gates_for(e.name)]
     tasks += [Task("control", c.name, c.entry, contract_path, gates_for(c.entry, c.gate), seed, sel.case,
-                   c.timeout or loaded.entry(c.entry).timeout, cache) for c in controls]
+                   c.timeout or loaded.entry(c.entry).timeout, cache, sel.strict_records) for c in controls]
     _refuse_empty(loaded, tasks, sel, [e.name for e in entries] + [c.entry for c in controls])
     return [t for t in tasks if t.gates]
 

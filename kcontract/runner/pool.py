@@ -1,7 +1,8 @@
 """Worker processes (spawn) with a per-task timeout: a crash or hang is reported and the run goes on.
 
-Workers ignore Ctrl-C (SIGINT stays blocked from their start until they ignore it); the parent ends every
-worker it started when it is interrupted, so no worker outlives it.
+Workers ignore Ctrl-C and SIGTERM (SIGINT stays blocked from their start until they ignore it); the parent
+ends every worker it started when it is interrupted, so no worker outlives it, and a worker whose parent is
+gone exits quietly at its next message.
 """
 
 from __future__ import annotations
@@ -21,18 +22,19 @@ from kcontract.runner.outcome import Outcome, Progress, Task
 def _serve(conn: Connection) -> None:
     """Worker loop: execute tasks until the pipe closes, sending progress and then the outcome."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     from kcontract.runner.execute import execute
 
-    while True:
-        try:
+    try:
+        while True:
             task = conn.recv()
-        except EOFError:
-            return
-        outcome = execute(task, lambda progress: conn.send(progress))
-        conn.send(outcome)
-        if outcome.fatal:
-            return
+            outcome = execute(task, lambda progress: conn.send(progress))
+            conn.send(outcome)
+            if outcome.fatal:
+                return
+    except (EOFError, BrokenPipeError, ConnectionResetError):  # the parent is gone: nobody to report to
+        os._exit(0)
 
 
 class Worker:
@@ -56,8 +58,8 @@ class Worker:
                 if left <= 0 or not self.conn.poll(left):
                     self.kill()
                     return Outcome(task, status="timed out",
-                                   detail=f"no answer within {task.timeout:g} s; worker killed",
-                                   seconds=time.perf_counter() - start)
+                                   detail=f"no answer within {task.timeout:g} s (the timeout of each gate); "
+                                          f"worker killed", seconds=time.perf_counter() - start)
                 message = self.conn.recv()
                 if isinstance(message, Outcome):
                     return message
@@ -165,7 +167,7 @@ def run_in_workers(tasks: list[Task], jobs: int, on_progress: Callable[[Progress
             on_progress(progress)
 
     def drive() -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # children inherit the mask; main gets Ctrl-C
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # children inherit the mask
         pool = Pool(workers)
         try:
             while not workers.stopped.is_set():
@@ -174,8 +176,8 @@ def run_in_workers(tasks: list[Task], jobs: int, on_progress: Callable[[Progress
                 except queue.Empty:
                     return
                 outcome = pool.run(task, report)
-                if outcome is None:
-                    return
+                if outcome is None or workers.stopped.is_set():
+                    return  # a worker killed by the interrupt did not crash: its task is reported as interrupted
                 outcomes[index] = outcome
                 with lock:
                     on_done(outcome)
@@ -194,5 +196,7 @@ def run_in_workers(tasks: list[Task], jobs: int, on_progress: Callable[[Progress
                 thread.join(0.2)
     except KeyboardInterrupt:
         workers.stop()
-        raise
+        with lock:
+            return [o or Outcome(t, status="interrupted", detail="the run was interrupted")
+                    for o, t in zip(outcomes, tasks)]
     return outcomes

@@ -60,9 +60,13 @@ def run_tasks(tasks: list[Task], jobs: int, on_progress: Callable[[Progress], No
         from kcontract.runner.execute import execute
 
         outcomes = []
-        for task in tasks:
-            outcomes.append(execute(task, on_progress))
-            on_done(outcomes[-1])
+        try:
+            for task in tasks:
+                outcomes.append(execute(task, on_progress))
+                on_done(outcomes[-1])
+        except KeyboardInterrupt:
+            outcomes += [Outcome(t, status="interrupted", detail="the run was interrupted")
+                         for t in tasks[len(outcomes):]]
         return outcomes
     return run_in_workers(tasks, jobs, on_progress, on_done)
 
@@ -75,5 +79,6 @@ def run_contract(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progre
     controls = [o for o in outcomes if o.task.kind == "control"]
     planted = {c.name: c.gate for c in loaded.controls}
     notes = orphan_records(loaded) if whole and any(e.kernel.cuda is not None for e in loaded.entries) else []
-    summary = summarise(entries, controls, loaded.known_findings, planted, notes)
+    summary = summarise(entries, controls, loaded.known_findings, planted, notes,
+                        gates=[g for t in tasks for g in t.gates], case=tasks[0].case if tasks else None)
     return RunResult(entries, controls, summary, planted)

@@ -15,6 +15,7 @@ from kcontract.sassdiff.normalise import normalise, split_functions
 from kcontract.sassdiff.revision import checkout
 from kcontract.toolchain.build import Build, Module, build, default_jobs
 from kcontract.toolchain.cache import CompileCache
+from kcontract.toolchain.locate import find_toolchain
 from kcontract.toolchain.tools import run_tool
 from kcontract.toolchain.units import Unit, group_units
 
@@ -44,6 +45,8 @@ class SassDiff:
     sms: list[str]
     results: list[FunctionResult] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # target SMs the toolchain in use cannot build for
+    toolchain: str = ""
 
     def count(self, verdict: str) -> int:
         """Results with a verdict."""
@@ -81,7 +84,8 @@ class SassDiff:
                 f"SMs: {self.count(SAME_BYTES)} identical bytes, {self.count(SAME_SASS)} identical SASS, "
                 f"{self.count(CHANGED)} changed, {self.count(NEW)} new, {self.count(REMOVED)} removed")
         broken = self.count(BROKEN)
-        return text + (f", {broken} do not compile" if broken else "")
+        skipped = f"; {', '.join(self.skipped)} skipped ({self.toolchain} cannot build for them)" if self.skipped else ""
+        return text + (f", {broken} do not compile" if broken else "") + skipped
 
     @property
     def changed(self) -> bool:
@@ -123,8 +127,11 @@ def sass_diff(repo: Path, contract_rel: str, base_rev: str, head_rev: str | None
         if not chosen:
             base_targets, _ = _build_side(base_dir, contract_rel, f"{base_rev}:{contract_rel}", [], cache, jobs)
             chosen = base_targets
+        tool = find_toolchain()
+        skipped = [sm for sm in chosen if not tool.builds(sm)]
+        chosen = [sm for sm in chosen if tool.builds(sm)]
         _, base = _build_side(base_dir, contract_rel, f"{base_rev}:{contract_rel}", chosen, cache, jobs)
-        result = SassDiff(base_rev, head_shown, list(chosen))
+        result = SassDiff(base_rev, head_shown, list(chosen), skipped=skipped, toolchain=tool.id)
         for side, name in ((base, base_rev), (head, head_shown)):
             result.failures += [f"{f.unit.label} does not compile for {f.sm} at {name}:\n{f.log.strip()}"
                                 for f in side.built.failures]

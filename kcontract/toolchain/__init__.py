@@ -1,1 +1,2 @@
-"""The pinned CUDA toolchain: NVRTC compiles to cubins, nvdisasm and cuobjdump from NVIDIA's wheels, a compile cache."""
+"""The CUDA toolchain this environment has: NVRTC and its headers found (`locate`), compiles to cubins through a
+content-addressed cache (`build`), nvdisasm and cuobjdump (`tools`)."""

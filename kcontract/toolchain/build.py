@@ -10,10 +10,9 @@ from pathlib import Path
 
 from kcontract.toolchain.cache import CompileCache, compile_key
 from kcontract.toolchain.headers import include_dirs_of, local_headers
+from kcontract.toolchain.locate import Toolchain, find_toolchain
 from kcontract.toolchain.nvrtc import CompileError, Compiled, compile_job
-from kcontract.toolchain.pins import require_pinned, toolchain_id
 from kcontract.toolchain.resources import FunctionResources, parse_ptxas_log
-from kcontract.toolchain.tools import cuda_include_dir
 from kcontract.toolchain.units import Unit
 
 JOBS_ENV = "KCONTRACT_JOBS"  # worker processes for cold compiles
@@ -52,10 +51,12 @@ class Failure:
 
 @dataclass
 class Build:
-    """Every (unit, SM) compiled or failed, and how many came from the cache."""
+    """Every (unit, SM) compiled or failed, the SMs the toolchain cannot build for, and cache hits."""
 
+    toolchain: Toolchain | None = None
     modules: dict[tuple, Module] = field(default_factory=dict)  # (unit.ident, sm) -> Module
     failures: list[Failure] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # target SMs this toolchain's NVRTC cannot build for
     compiled: int = 0
     cached: int = 0
 
@@ -97,16 +98,14 @@ def _nvrtc_options(options: tuple[str, ...], base: Path) -> tuple[str, ...]:
 
 
 def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jobs: int | None = None,
-          toolchain: str | None = None) -> Build:
-    """Compile every unit for every SM (cache first); `base` is the contract's directory.
-
-    The pinned toolchain builds by default; `toolchain` names another one already loaded (a GPU machine's own
-    NVRTC), whose id then keys the cache so its cubins never pass for the pinned ones.
-    """
-    result = Build()
+          toolchain: Toolchain | None = None) -> Build:
+    """Compile every unit for every SM the toolchain builds for (cache first); `base` is the contract's
+    directory. The toolchain is this environment's (`locate.find_toolchain`) unless one is given; its id keys the
+    cache, so cubins of one toolchain never pass for another's."""
+    tool = toolchain or find_toolchain()
+    result = Build(tool, skipped=[sm for sm in sms if not tool.builds(sm)])
     if not units:
         return result
-    tool = toolchain or toolchain_id()
     todo: list[tuple] = []
     pending: dict[str, tuple[Unit, str, dict]] = {}
     for unit in units:
@@ -117,27 +116,27 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
                 result.failures.append(Failure(unit, sm, f"cannot read {unit.source}: {error.strerror}"))
             continue
         for sm in sms:
-            key = compile_key(toolchain=tool, label=unit.label, source=source, headers=headers,
+            if sm in result.skipped:
+                continue
+            key = compile_key(toolchain=tool.id, label=unit.label, source=source, headers=headers,
                               names=unit.expressions, sm=sm, options=unit.options)
             hit = cache.get(key)
             if hit is not None:
                 result.modules[(unit.ident, sm)] = Module(unit, sm, key, hit.cubin_path, hit.lowered, hit.log, True,
-                                                          tool)
+                                                          tool.id)
                 result.cached += 1
                 continue
             facts = {"label": unit.label, "sm": sm, "names": list(unit.expressions), "options": list(unit.options),
-                     "toolchain": tool}
+                     "toolchain": tool.id}
             pending[key] = (unit, sm, facts)
-            todo.append((key, source, unit.label, unit.expressions, sm, _nvrtc_options(unit.options, base),
-                         (*include, str(cuda_include_dir()))))
-    if todo and toolchain is None:
-        require_pinned()  # a warm cache needs no compiler: a GPU machine runs the carried cubins
+            todo.append((key, str(tool.nvrtc.path), source, unit.label, unit.expressions, sm,
+                         _nvrtc_options(unit.options, base), (*include, str(tool.headers.path))))
     for key, outcome in _run(todo, jobs or default_jobs()):
         unit, sm, facts = pending[key]
         if isinstance(outcome, Compiled):
             stored = cache.put(key, outcome.cubin, outcome.lowered, outcome.log, facts)
             result.modules[(unit.ident, sm)] = Module(unit, sm, key, stored.cubin_path, stored.lowered, stored.log,
-                                                      False, tool)
+                                                      False, tool.id)
             result.compiled += 1
         else:
             result.failures.append(Failure(unit, sm, outcome.log))

@@ -1,14 +1,19 @@
-"""Compile one CUDA source for one SM to a cubin through NVRTC (cuda.bindings), with name expressions."""
+"""Compile one CUDA source for one SM to a cubin with NVRTC, called through ctypes on the library that
+`locate` found (CUDA 12 or 13, from a wheel, a toolkit or the system), with name expressions."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 from kcontract.errors import EnvironmentProblem, KContractError
 from kcontract.exitcodes import ExitCode
-from kcontract.toolchain.pins import pip_command
 
 FORCED_OPTIONS = ("--ptxas-options=-v",)  # the ptxas report gives registers, stack and spills per function
+_P = ctypes.c_void_p
+_STRINGS = ctypes.POINTER(ctypes.c_char_p)
 
 
 @dataclass(frozen=True)
@@ -38,81 +43,113 @@ class CompileError(KContractError):
         self.source, self.sm, self.log, self.users = source, sm, log, users
 
 
-def _nvrtc():
-    """The cuda.bindings NVRTC module, or an EnvironmentProblem naming the pip command."""
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError:
-        raise EnvironmentProblem(f"NVRTC is not installed (cuda.bindings missing): run `{pip_command()}`") from None
-    return nvrtc
-
-
-def _check(result, what: str):
-    """Unpack a cuda.bindings (status, *values) tuple; a bad status raises."""
-    status, *values = result
-    if int(status) != 0:
-        raise _NvrtcStatus(what, status)
-    return values[0] if len(values) == 1 else values
-
-
-class _NvrtcStatus(Exception):
+class _Status(Exception):
     """A non-success NVRTC status from one call."""
 
-    def __init__(self, what: str, status):
-        super().__init__(f"{what}: {getattr(status, 'name', status)}")
-        self.status = status
+
+_SIGNATURES = {  # name -> argument types; every function returns nvrtcResult (an int)
+    "nvrtcVersion": (ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)),
+    "nvrtcGetNumSupportedArchs": (ctypes.POINTER(ctypes.c_int),),
+    "nvrtcGetSupportedArchs": (ctypes.POINTER(ctypes.c_int),),
+    "nvrtcCreateProgram": (ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, _STRINGS, _STRINGS),
+    "nvrtcDestroyProgram": (ctypes.POINTER(_P),),
+    "nvrtcAddNameExpression": (_P, ctypes.c_char_p),
+    "nvrtcCompileProgram": (_P, ctypes.c_int, _STRINGS),
+    "nvrtcGetProgramLogSize": (_P, ctypes.POINTER(ctypes.c_size_t)),
+    "nvrtcGetProgramLog": (_P, ctypes.c_char_p),
+    "nvrtcGetCUBINSize": (_P, ctypes.POINTER(ctypes.c_size_t)),
+    "nvrtcGetCUBIN": (_P, ctypes.c_char_p),
+    "nvrtcGetLoweredName": (_P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)),
+}
 
 
-def nvrtc_version() -> tuple[int, int]:
-    """NVRTC's (major, minor) as loaded."""
-    try:
-        return tuple(_check(_nvrtc().nvrtcVersion(), "nvrtcVersion"))
-    except RuntimeError as error:
-        raise EnvironmentProblem(f"NVRTC could not load ({error}): run `{pip_command()}`") from None
+class Nvrtc:
+    """The NVRTC C API of one shared library, every call checked."""
+
+    def __init__(self, path: str):
+        try:
+            for builtins in sorted(Path(path).parent.glob("libnvrtc-builtins.so.*")):  # some NVRTCs find it by
+                ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)  # soname only: load it from beside them first
+                break
+            self.lib = ctypes.CDLL(path)
+        except OSError as error:
+            raise EnvironmentProblem(f"NVRTC at {path} does not load ({error}): reinstall it, or set "
+                                     f"KCONTRACT_NVRTC to a working libnvrtc.so") from None
+        for name, argtypes in _SIGNATURES.items():
+            function = getattr(self.lib, name, None)
+            if function is None:
+                raise EnvironmentProblem(f"{path} has no {name}: it is not NVRTC 11.2 or newer; install NVRTC 12 "
+                                         f"or 13 (pip install 'kcontract[cu13]')")
+            function.argtypes, function.restype = argtypes, ctypes.c_int
+        self.lib.nvrtcGetErrorString.argtypes, self.lib.nvrtcGetErrorString.restype = (ctypes.c_int,), ctypes.c_char_p
+        self.path = path
+
+    def call(self, name: str, *args) -> None:
+        """Call an NVRTC function; a non-success status raises _Status with NVRTC's words."""
+        status = getattr(self.lib, name)(*args)
+        if status != 0:
+            text = self.lib.nvrtcGetErrorString(status) or b"unknown status"
+            raise _Status(f"{name}: {text.decode(errors='replace')}")
+
+    def version(self) -> tuple[int, int]:
+        """(major, minor) of this NVRTC."""
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self.call("nvrtcVersion", ctypes.byref(major), ctypes.byref(minor))
+        return major.value, minor.value
+
+    def supported_sms(self) -> list[int]:
+        """The SM numbers this NVRTC builds for (80, 86, ..., 121)."""
+        count = ctypes.c_int()
+        self.call("nvrtcGetNumSupportedArchs", ctypes.byref(count))
+        archs = (ctypes.c_int * count.value)()
+        self.call("nvrtcGetSupportedArchs", archs)
+        return list(archs)
+
+    def _text(self, prog, size_fn: str, get_fn: str) -> bytes:
+        size = ctypes.c_size_t()
+        self.call(size_fn, prog, ctypes.byref(size))
+        buf = ctypes.create_string_buffer(size.value)
+        self.call(get_fn, prog, buf)
+        return buf.raw[:size.value]
+
+    def compile(self, source: bytes, label: str, expressions: tuple[str, ...], args: list[str]
+                ) -> Compiled | Failed:
+        """Compile with every name expression; a refused compile is a Failed with NVRTC's log."""
+        prog = _P()
+        self.call("nvrtcCreateProgram", ctypes.byref(prog), source, label.encode(), 0, None, None)
+        try:
+            for expression in expressions:
+                self.call("nvrtcAddNameExpression", prog, expression.encode())
+            options = (ctypes.c_char_p * len(args))(*(a.encode() for a in args))
+            status = self.lib.nvrtcCompileProgram(prog, len(args), options)
+            log = self._text(prog, "nvrtcGetProgramLogSize", "nvrtcGetProgramLog")
+            log = log.rstrip(b"\0").decode("utf-8", "replace").strip()
+            if status != 0:
+                return Failed(log or self.lib.nvrtcGetErrorString(status).decode(errors="replace"))
+            cubin = self._text(prog, "nvrtcGetCUBINSize", "nvrtcGetCUBIN")
+            lowered = {}
+            for expression in expressions:
+                name = ctypes.c_char_p()
+                self.call("nvrtcGetLoweredName", prog, expression.encode(), ctypes.byref(name))
+                lowered[expression] = name.value.decode()
+            return Compiled(cubin, lowered, log)
+        except _Status as error:
+            return Failed(f"{error} (check the name expression against the kernel's template parameters)")
+        finally:
+            self.lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def local_toolchain_id() -> str:
-    """`local-nvrtc-13.0`: the NVRTC this machine has, when it is not the pinned one."""
-    major, minor = nvrtc_version()
-    return f"local-nvrtc-{major}.{minor}"
+@functools.cache
+def load(path: str) -> Nvrtc:
+    """The NVRTC library at `path`, loaded once per process."""
+    return Nvrtc(path)
 
 
-def _log(nvrtc, prog) -> str:
-    """The program's compile log as text."""
-    size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-    buf = b" " * size
-    _check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
-    return buf.rstrip(b"\0").decode("utf-8", "replace").strip()
-
-
-def compile_cubin(source: bytes, label: str, expressions: tuple[str, ...], sm: str,
+def compile_cubin(nvrtc_path: str, source: bytes, label: str, expressions: tuple[str, ...], sm: str,
                   options: tuple[str, ...], include_dirs: tuple[str, ...]) -> Compiled | Failed:
-    """Compile `source` (named `label`) for `sm` with every name expression; a Failed carries NVRTC's log."""
-    nvrtc = _nvrtc()
-    try:
-        prog = _check(nvrtc.nvrtcCreateProgram(source, label.encode(), 0, [], []), "nvrtcCreateProgram")
-    except RuntimeError as error:
-        raise EnvironmentProblem(f"NVRTC could not load ({error}): run `{pip_command()}`") from None
-    try:
-        for expression in expressions:
-            _check(nvrtc.nvrtcAddNameExpression(prog, expression.encode()), f"name expression {expression!r}")
-        args = [f"-arch={sm}", *FORCED_OPTIONS, *(f"-I{d}" for d in include_dirs), *options]
-        status, = nvrtc.nvrtcCompileProgram(prog, len(args), [a.encode() for a in args])
-        log = _log(nvrtc, prog)
-        if int(status) != 0:
-            return Failed(log or getattr(status, "name", str(status)))
-        size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-        cubin = b" " * size
-        _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
-        lowered = {}
-        for expression in expressions:
-            name = _check(nvrtc.nvrtcGetLoweredName(prog, expression.encode()), f"lowered name of {expression!r}")
-            lowered[expression] = name.decode() if isinstance(name, bytes) else str(name)
-        return Compiled(cubin, lowered, log)
-    except _NvrtcStatus as error:
-        return Failed(f"{error} (check the name expression against the kernel's template parameters)")
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    """Compile `source` (named `label`) for `sm` with the NVRTC at `nvrtc_path`; a Failed carries NVRTC's log."""
+    args = [f"-arch={sm}", *FORCED_OPTIONS, *(f"-I{d}" for d in include_dirs), *options]
+    return load(nvrtc_path).compile(source, label, expressions, args)
 
 
 def compile_job(job: tuple) -> tuple[str, Compiled | Failed]:

@@ -59,11 +59,12 @@ def build(ref: str | None, variants: list[str], ref_smem: str | None = None, ref
     and each
     variant TAG=FILE:KERNEL:SMEM (a kernel template of the fused ABI at head dims 128 and 256, 256 threads, SMEM
     its shared memory as a Python expression of d and pb)."""
+    from kcontract.toolchain.locate import find_toolchain
     from kcontract.toolchain.nvrtc import Compiled, compile_cubin
-    from kcontract.toolchain.tools import cuda_include_dir
 
     BUILD.mkdir(parents=True, exist_ok=True)
-    dirs = (str(ROOT / "kernels"), str(cuda_include_dir()))
+    tool = find_toolchain()
+    dirs = (str(ROOT / "kernels"), str(tool.headers.path))
     plan = {"new": ((ROOT / SOURCE).read_bytes(), [symbol(*s) for s in SHAPES])}
     if ref:
         old = subprocess.run(["git", "show", f"{ref}:{SOURCE}"], cwd=ROOT, capture_output=True, check=True).stdout
@@ -75,7 +76,7 @@ def build(ref: str | None, variants: list[str], ref_smem: str | None = None, ref
         plan[tag] = (Path(path).read_bytes(), [f"{kernel}<{d}, {g}, {pb}>" for d, g, pb in SHAPES if d != 512])
     names = {"variant_smem": smem, "head_grid": ["ref"] if ref and ref_head_grid else []}
     for tag, (src, exprs) in plan.items():
-        done = compile_cubin(src, f"{tag}.cu", tuple(exprs), "sm_90a", ("-std=c++17",), dirs)
+        done = compile_cubin(str(tool.nvrtc.path), src, f"{tag}.cu", tuple(exprs), "sm_90a", ("-std=c++17",), dirs)
         if not isinstance(done, Compiled):
             raise SystemExit(f"{tag}: does not compile:\n{done.log}")
         (BUILD / f"{tag}.cubin").write_bytes(done.cubin)

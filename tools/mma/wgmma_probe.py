@@ -34,9 +34,12 @@ M, N, K = 64, 8, 16
 
 def build() -> Path:
     """NVRTC cubin of the probe for sm_90a (wgmma needs the arch-specific target)."""
+    from kcontract.toolchain.locate import find_toolchain
     from kcontract.toolchain.nvrtc import Compiled, compile_cubin
 
-    done = compile_cubin(SOURCE.read_bytes(), SOURCE.name, (), "sm_90a", ("-std=c++17",), (str(ROOT / "kernels"),))
+    tool = find_toolchain()
+    done = compile_cubin(str(tool.nvrtc.path), SOURCE.read_bytes(), SOURCE.name, (), "sm_90a", ("-std=c++17",),
+                         (str(ROOT / "kernels"), str(tool.headers.path)))
     if not isinstance(done, Compiled):
         raise SystemExit(f"wgmma_probe.cu does not compile for sm_90a:\n{done.log}")
     CUBIN.parent.mkdir(parents=True, exist_ok=True)

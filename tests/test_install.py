@@ -1,0 +1,94 @@
+"""kcontract installs into the kernel author's environment: beside torch's CUDA 13 toolkit wheels (compiling
+with their NVRTC, `pip check` clean), and with the CUDA 12 extras no CUDA 13 wheel comes along. These tests
+install from the package index into fresh virtual environments; they skip, saying so, where none is reachable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.request
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TORCH_CU130 = ["cuda-toolkit[nvrtc,cudart]==13.0.2", "cuda-bindings>=13.0.3,<14"]  # what torch 2.11+cu130 requires
+TORCH_CU128 = ["nvidia-cuda-nvrtc-cu12==12.8.93", "nvidia-cuda-runtime-cu12==12.8.90"]  # torch's cu128 pins
+CUDA13 = ("nvidia-cuda-nvrtc", "nvidia-cuda-runtime", "nvidia-cuda-nvdisasm", "nvidia-cuda-cuobjdump",
+          "cupy-cuda13x", "cuda-toolkit")
+
+
+def _index_reachable() -> bool:
+    if os.environ.get("PIP_NO_INDEX"):
+        return False
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=10).close()
+        return True
+    except OSError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _index_reachable(), reason="no package index reachable (pypi.org) to install from")
+
+
+def fresh_venv(where: Path) -> Path:
+    """A new virtual environment with pip; its python."""
+    venv.EnvBuilder(with_pip=True).create(where)
+    return where / "bin" / "python"
+
+
+def pip(python: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def resolved(python: Path, report: Path, *requirements: str) -> dict[str, str]:
+    """What `pip install --dry-run` would install: {name: version}."""
+    done = pip(python, "install", "--dry-run", "--quiet", "--report", str(report), *requirements)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+
+
+def test_it_installs_beside_torchs_cuda_13_toolkit_and_compiles_with_its_nvrtc(tmp_path):
+    python = fresh_venv(tmp_path / "venv")
+    done = pip(python, "install", "--quiet", *TORCH_CU130, "-e", str(ROOT))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    checked = pip(python, "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    version = subprocess.run([str(python), "-c", "from importlib.metadata import version; "
+                              "print(version('nvidia-cuda-nvrtc'))"], capture_output=True, text=True).stdout.strip()
+    assert version.startswith("13.0."), version
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CUDA_HOME", "CUDA_PATH")}
+    env["KCONTRACT_CACHE"] = str(tmp_path / "cache")
+    proc = subprocess.run([str(python.with_name("kcontract")), "check", "--contract",
+                           str(ROOT / "tests" / "contracts" / "gate5" / "contract.yaml")],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"toolchain: nvrtc {version} (nvidia-cuda-nvrtc wheel), headers 13.0.96 (nvidia-cuda-runtime wheel)" \
+        in proc.stderr
+    assert f"gate 5: no records for nvrtc-{version}+headers-13.0.96 (records exist for cuda-13.5.37)" in proc.stdout
+    assert "SUMMARY check passed" in proc.stdout and "gate-5 controls: 2 red as planted, 0 missed" in proc.stdout
+
+
+def test_the_cuda_12_extras_bring_no_cuda_13_wheel(tmp_path):
+    python = fresh_venv(tmp_path / "venv")
+    for extra in ("cuda12", "cu12"):
+        found = resolved(python, tmp_path / f"{extra}.json", *TORCH_CU128, "-e", f"{ROOT}[{extra}]")
+        assert found["nvidia-cuda-nvrtc-cu12"] == "12.8.93" and "cupy-cuda12x" in found
+        assert not [name for name in found if name in CUDA13 or (name == "cuda-bindings" and
+                                                                 found[name].startswith("13"))], found
+
+
+def test_the_cuda_13_extra_takes_ranges_and_the_constraints_file_pins_the_records_toolchain(tmp_path):
+    python = fresh_venv(tmp_path / "venv")
+    beside_torch = resolved(python, tmp_path / "a.json", *TORCH_CU130, "-e", f"{ROOT}[cu13]")
+    assert beside_torch["nvidia-cuda-nvrtc"].startswith("13.0.") and "cupy-cuda13x" in beside_torch
+    pinned = resolved(python, tmp_path / "b.json", "-e", f"{ROOT}[compile,tools]", "-c",
+                      str(ROOT / "constraints" / "cuda-13.5.37.txt"))
+    assert {pinned[n] for n in CUDA13[:4]} == {"13.5.37"} and "cupy-cuda13x" not in pinned
+    plain = resolved(python, tmp_path / "c.json", "-e", str(ROOT))
+    assert not [name for name in plain if name.startswith(("nvidia-", "cuda-", "cupy"))], plain
+
