@@ -367,3 +367,16 @@ class TestAttentionFamily:
         entry = loaded.entries[0]
         assert entry.family_name == "attention.decode" and entry.family.cases(1) == ["ring", "lin"]
         assert entry.gates == sorted(type(entry.family).gates)
+
+
+def test_an_alias_bomb_is_refused_before_it_expands(tmp_path):
+    import time
+
+    levels = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        levels.append(f"{name}: &{name} [{', '.join(['*' + prev] * 9)}]")
+    text = "version: 1\nseed: 1\n" + "\n".join(levels) + "\nentries: *i\n"
+    started = time.monotonic()
+    message = error(tmp_path, text)
+    assert time.monotonic() - started < 5
+    assert message.startswith("F:3: a document of at most 100,000 values; with its aliases expanded it holds more")

@@ -274,3 +274,78 @@ def test_loaded_function_matches_its_record_on_a_gpu(tmp_path, monkeypatch):
     for role in ("scale", "round"):
         row = record_row(tmp_path / "records", find_toolchain().id, "tiny", role, sm)
         assert compare_loaded_attributes(row, loaded.get_function(row["mangled"]).attributes) == []
+
+
+@pytest.fixture
+def other_toolchain(monkeypatch):
+    """This environment's NVRTC under another version, one that cannot build sm_121: a toolchain with no records."""
+    import kcontract.commands.preflight
+    import kcontract.toolchain.build
+    from dataclasses import replace
+
+    real = find_toolchain()
+    other = replace(real, nvrtc=replace(real.nvrtc, version=real.nvrtc.version + ".1"),
+                    sms=tuple(s for s in real.sms if s != 121))
+    for module in (kcontract.toolchain.build, kcontract.commands.preflight):
+        monkeypatch.setattr(module, "find_toolchain", lambda: other)
+    monkeypatch.setenv("KCONTRACT_IN_PROCESS", "1")
+    return other
+
+
+def _gate5_copy(tmp_path: Path) -> Path:
+    """tests/contracts/gate5 and the sources it names, in tmp_path (same relative layout)."""
+    shutil.copytree(ROOT / "tests" / "contracts" / "gate5", tmp_path / "tests" / "contracts" / "gate5")
+    shutil.copytree(ROOT / "tests" / "cuda", tmp_path / "tests" / "cuda")
+    shutil.copytree(ROOT / "tests" / "families", tmp_path / "tests" / "families")
+    shutil.copy(ROOT / "tests" / "__init__.py", tmp_path / "tests")
+    return tmp_path / "tests" / "contracts" / "gate5" / "contract.yaml"
+
+
+def test_a_toolchain_without_records_is_a_finding_and_its_controls_still_go_red(other_toolchain):
+    report = check_records(load_contract(str(GATE5)))
+    assert report.passed, report.errors + report.notes
+    assert report.findings == [
+        f"no records for {other_toolchain.id} (records exist for cuda-13.5.37): `kcontract records --update` adds "
+        f"them; until then records are compared only in sources, symbols and launch shapes",
+        f"nvrtc {other_toolchain.nvrtc.version} cannot build for sm_121 (contract target): skipped; a newer NVRTC "
+        f"builds it"]
+    assert {r.status for r in report.rows} == {"unrecorded"} and len(report.rows) == 12  # 2 symbols x 6 SMs
+    controls = {c.name: c for c in report.controls}
+    assert controls["stale_record"].red and all("changed since the record" in s for s in controls["stale_record"].stale)
+    assert controls["smem_over_limit"].red and len(controls["smem_over_limit"].limits) == 3  # sm_121 skipped
+    assert not check_records(load_contract(str(GATE5)), strict=True).passed
+
+
+def test_run_counts_toolchain_findings_apart_and_strict_records_fails_them(other_toolchain):
+    done = CliRunner().invoke(cli, ["run", "--contract", str(GATE5), "--gate", "5"])
+    assert done.exit_code == 0, done.output
+    assert ("SUMMARY 1 kernels: 1 pass gate 5, 0 fail, 0 known findings; 2 controls: 2 red as planted, 0 missed; "
+            "0 limit problems; 2 toolchain findings") in done.output
+    assert f"gate 5: no records for {other_toolchain.id}" in done.output
+    strict = CliRunner().invoke(cli, ["run", "--contract", str(GATE5), "--gate", "5", "--strict-records"])
+    assert strict.exit_code == 1, strict.output
+    assert "SUMMARY 1 kernels: 0 pass gate 5, 1 fail" in strict.output and "(--strict-records)" in strict.output
+    checked = CliRunner().invoke(cli, ["check", "--contract", str(GATE5), "--strict-records"])
+    assert checked.exit_code == 1 and "FAIL gate 5: no records for" in checked.output
+
+
+def test_a_changed_source_is_stale_against_another_toolchains_records(tmp_path, other_toolchain):
+    contract = _gate5_copy(tmp_path)
+    source = tmp_path / "tests" / "cuda" / "tiny.cu"
+    source.write_text(source.read_text().replace("v * a;", "v * a * 2.0f;"))
+    report = check_records(load_contract(str(contract)))
+    assert not report.passed and report.count("stale") == 12
+    assert report.rows[0].detail.endswith("records/cuda-13.5.37/tiny.json is another toolchain's: rewrite it with that "
+                                          "toolchain (`kcontract records --update` there), or add this one's")
+
+
+def test_records_update_adds_the_toolchains_own_records_beside_the_others(tmp_path, other_toolchain):
+    contract = _gate5_copy(tmp_path)
+    pinned = tmp_path / "tests" / "contracts" / "gate5" / "records" / "cuda-13.5.37" / "tiny.json"
+    before = pinned.read_text()
+    done = CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)])
+    assert done.exit_code == 0, done.output
+    own = pinned.parent.parent / other_toolchain.id / "tiny.json"
+    assert own.is_file() and pinned.read_text() == before
+    report = check_records(load_contract(str(contract)))
+    assert report.passed and report.count("ok") == 12 and report.findings == [report.findings[-1]]  # sm_121 left

@@ -115,3 +115,42 @@ def test_entries_alike_but_for_their_name_do_not_share_drawn_rows(tmp_path):
         family.store = store
         rows.append(family._rows(family.cases(1)[0]))
     assert not np.array_equal(rows[0][0].k, rows[1][0].k)  # each entry's own stream, cached apart
+
+
+def test_prune_removes_the_least_recently_used_first_down_to_the_cap(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from kcontract.cachesize import items, keep_under_cap, parse_size, prune
+
+    root = tmp_path / "cache"
+    for i, (kind, path) in enumerate([("compile", "ab/ab01/module.cubin"), ("reference", "references/cd/cd02.bin"),
+                                      ("mutants", "mutants/entry/campaign.json"), ("compile", "ef/ef03/module.cubin")]):
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(b"x" * 1000)
+        os.utime(target, (time.time() - 1000 * (4 - i),) * 2)  # the first written is the least recently used
+    assert sorted(i.kind for i in items(root)) == ["compile", "compile", "mutants", "reference"]
+    removed = prune(root, 2500)
+    assert [i.path.name for i in removed] == ["ab01", "cd02.bin"]
+    assert parse_size("4GiB") == 4 << 30 and parse_size("500MB") == 500_000_000 and parse_size("off") == 0
+    monkeypatch.setenv("KCONTRACT_CACHE_MAX", "1500")
+    assert "removed the 1 least recently used items" in keep_under_cap(root)
+    assert [i.path.name for i in items(root)] == ["ef03"]
+    done = CliRunner().invoke(cli, ["cache", "prune", "--contract", CPU, "--all"], env={"KCONTRACT_CACHE": str(root)})
+    assert done.exit_code == 0 and "CACHE 0 bytes in 0 items left" in done.output, done.output
+    info = CliRunner().invoke(cli, ["cache", "info", "--contract", CPU], env={"KCONTRACT_CACHE": str(root)})
+    assert info.exit_code == 0 and "cap 1.5 KiB" in info.output or "cap 1500 bytes" in info.output, info.output
+    bad = CliRunner().invoke(cli, ["cache", "prune", "--contract", CPU, "--max-size", "lots"])
+    assert bad.exit_code == 2 and "--max-size 'lots': expected a size such as 4GiB" in bad.output
+
+
+def test_a_cache_hit_marks_its_item_used(cache, tmp_path):
+    import os
+
+    run(tmp_path)
+    files = sorted(cache.rglob("*.bin"))
+    for f in files:
+        os.utime(f, (1_000_000, 1_000_000))
+    run(tmp_path)
+    assert all(f.stat().st_mtime > 1_000_000 for f in files)

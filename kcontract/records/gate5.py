@@ -335,7 +335,9 @@ def compare(name: str, committed: dict | None, fresh: dict, targets: list[str], 
             if committed.get("inputs_sha256") != fresh["inputs_sha256"]:
                 diffs.insert(0, f"{fresh['source']} (or its headers or options) changed since the record")
             status = "stale" if diffs else "ok" if own else "unrecorded"
-            detail = f"{'; '.join(diffs)}: {UPDATE_HINT}" if diffs else "" if own else \
+            fix = UPDATE_HINT if own else (f"{where} is another toolchain's: rewrite it with that toolchain "
+                                           f"(`kcontract records --update` there), or add this one's")
+            detail = f"{'; '.join(diffs)}: {fix}" if diffs else "" if own else \
                 f"agrees with {where} in sources, symbols and launch shapes; {STRICT_HINT}"
             rows.append(Row(name, role, sm, status, detail, facts, **launch))
     if committed is not None:

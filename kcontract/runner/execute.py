@@ -1,8 +1,9 @@
 """Run one task in the current process: load the contract, build the gate context, run its gates.
 
-Workers are reused across tasks, so each task starts from fresh user code: the modules imported from the
-contract's folder and project (Python kernels, families, their helpers) are dropped and imported again, and
-module state of one task's kernel never reaches the next. CUDA kernels keep no state between tasks: each
+Workers are reused across tasks, so in a worker each task starts from fresh user code: the modules imported
+from the contract's folder and project (Python kernels, families, their helpers) are dropped and imported
+again, and module state of one task's kernel never reaches the next. In process (KCONTRACT_IN_PROCESS=1, for
+debugging) the host's modules are left alone, so tasks share them. CUDA kernels keep no state between tasks: each
 task loads its cubin anew and frees its device memory.
 """
 
@@ -46,9 +47,9 @@ def user_modules(contract_path: str) -> list[str]:
     return found
 
 
-def fresh_contract(contract_path: str):
-    """The contract, loaded again (its user modules re-imported) when any user module is loaded, else cached."""
-    stale = user_modules(contract_path)
+def fresh_contract(contract_path: str, fresh: bool):
+    """The contract; with `fresh`, loaded again (its user modules re-imported) when any user module is loaded."""
+    stale = user_modules(contract_path) if fresh else []
     for name in stale:
         del sys.modules[name]
     if stale or contract_path not in _CONTRACTS:
@@ -56,12 +57,13 @@ def fresh_contract(contract_path: str):
     return _CONTRACTS[contract_path]
 
 
-def execute(task: Task, report: Callable[[Progress], None] = lambda p: None) -> Outcome:
-    """Run the task's gates; a kernel's failure or an exception becomes an 'error' outcome with one line."""
+def execute(task: Task, report: Callable[[Progress], None] = lambda p: None, fresh: bool = False) -> Outcome:
+    """Run the task's gates (`fresh`: from freshly imported user modules, as workers do); a kernel's failure or an
+    exception becomes an 'error' outcome with one line."""
     start = time.perf_counter()
     outcome = Outcome(task)
     try:
-        loaded = fresh_contract(task.contract_path)
+        loaded = fresh_contract(task.contract_path, fresh)
         entry = loaded.entry(task.entry)
         kernel = entry.kernel if task.kind == "entry" else loaded.control(task.name).kernel
         family = type(entry.family)(entry.name, entry.family.spec, task.seed)

@@ -29,7 +29,7 @@ def _serve(conn: Connection) -> None:
     try:
         while True:
             task = conn.recv()
-            outcome = execute(task, lambda progress: conn.send(progress))
+            outcome = execute(task, lambda progress: conn.send(progress), fresh=True)
             conn.send(outcome)
             if outcome.fatal:
                 return

@@ -183,7 +183,8 @@ def header_candidates() -> list[Part]:
         if not (folder / "cuda_bf16.h").is_file():
             raise EnvironmentProblem(f"{INCLUDE_ENV}={folder}: no cuda_bf16.h there; point it at a CUDA include "
                                      f"folder, or unset it")
-        found.append(Part(folder.resolve(), _header_version(folder), INCLUDE_ENV))
+        version = toolkit_version(folder.resolve().parent, "cuda_cudart") or _header_version(folder)
+        found.append(Part(folder.resolve(), version, INCLUDE_ENV))
     for _, _, dist, folder in WHEELS:
         header = wheel_file(dist, f"{folder}/cuda_bf16.h")
         if header is not None:
