@@ -20,6 +20,7 @@ from kcontract.report.progress import RunProgress
 from kcontract.report.receipt import build_receipt, carried_mutation
 from kcontract.report.tables import control_table, entry_table, print_failures, profile_table
 from kcontract.runner.plan import Selection, plan_tasks
+from kcontract.runner.prebuild import prebuild
 from kcontract.runner.session import auto_jobs, run_contract, work_units
 from kcontract.toolchain.cache import cache_root
 
@@ -70,6 +71,9 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     ready = preflight(loaded, contract_path, cuda=any(kernels[t.name].cuda is not None for t in tasks),
                       gpu=bool(on_gpu), outputs={"json": json_path, "junit": junit_path, "receipt": receipt_path},
                       names=on_gpu)
+    built = prebuild(loaded, tasks, ready.sm)
+    if built:
+        err.print(built, markup=False)
     if jobs == "auto":
         jobs, why = auto_jobs(loaded, gpu=bool(on_gpu))
         err.print(f"--jobs auto: {why}", markup=False)
