@@ -159,6 +159,7 @@ def test_an_sm_the_toolchain_cannot_build_is_skipped_not_failed(tmp_path):
 
 def test_missing_tool_names_the_extra(monkeypatch, rediscover):
     needs("nvdisasm")
+    tools.find_tool.cache_clear()
     monkeypatch.setattr(tools, "tool_candidates", lambda name: [])
     with pytest.raises(EnvironmentProblem, match=r"nvdisasm not found \(this command disassembles cubins\): pip "
                                                  r"install 'kcontract\[tools\]'"):
