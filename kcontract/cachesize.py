@@ -3,7 +3,8 @@
 Items are what is removed whole: a compile (one folder per cubin), a drawn input or reference (one file), a
 mutation campaign (one folder per entry). A cache hit touches its item, so use, not creation, orders them.
 The cap is $KCONTRACT_CACHE_MAX (e.g. `4GiB`, `500MB`; `0` or `off` for none), default 4 GiB; `run` and
-`check` prune to it when they end.
+`check` prune to it when they end, never removing what they used themselves (a run's own working set stays
+warm for the next, however large).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcontract.errors import UsageError
+from kcontract.machine import size_text
 
 CAP_ENV = "KCONTRACT_CACHE_MAX"
 DEFAULT_CAP = 4 << 30
@@ -93,13 +95,15 @@ def touch(path: Path) -> None:
         pass
 
 
-def prune(root: Path, limit: int, older_than_s: float | None = None) -> list[Item]:
+def prune(root: Path, limit: int, older_than_s: float | None = None, keep_since: float | None = None) -> list[Item]:
     """Remove items unused for `older_than_s`, then the least recently used until the cache is under `limit`
-    bytes (0: no limit); the removed items."""
+    bytes (0: no limit), sparing items used at or after `keep_since`; the removed items."""
     now, removed = time.time(), []
     everything = sorted(items(root), key=lambda i: i.used)
     total = sum(i.size for i in everything)
     for item in everything:
+        if keep_since is not None and item.used >= keep_since:
+            continue
         stale = older_than_s is not None and now - item.used > older_than_s
         if not stale and (not limit or total <= limit):
             continue
@@ -113,14 +117,17 @@ def prune(root: Path, limit: int, older_than_s: float | None = None) -> list[Ite
     return removed
 
 
-def keep_under_cap(root: Path) -> str | None:
-    """Prune to the cap when the cache is over it; a note of what went, or None."""
+def keep_under_cap(root: Path, started: float) -> str | None:
+    """Prune to the cap when the cache is over it, sparing what was used since `started` (this command's own);
+    a note of what went, or None."""
     limit = cap()
     if not limit:
         return None
     found = items(root)
     if sum(i.size for i in found) <= limit:
         return None
-    removed = prune(root, limit)
-    return (f"the cache {root} was over its cap of {limit / (1 << 30):.1f} GiB (${CAP_ENV}): removed the "
-            f"{len(removed)} least recently used items")
+    removed = prune(root, limit, keep_since=started - 1.0)  # mtimes may round down
+    if not removed:
+        return None
+    return (f"the cache {root} was over its cap of {size_text(limit)} (${CAP_ENV}): removed the "
+            f"{len(removed)} least recently used items this command did not use")

@@ -135,7 +135,11 @@ def test_prune_removes_the_least_recently_used_first_down_to_the_cap(tmp_path, m
     assert [i.path.name for i in removed] == ["ab01", "cd02.bin"]
     assert parse_size("4GiB") == 4 << 30 and parse_size("500MB") == 500_000_000 and parse_size("off") == 0
     monkeypatch.setenv("KCONTRACT_CACHE_MAX", "1500")
-    assert "removed the 1 least recently used items" in keep_under_cap(root)
+    oldest, newest = min(i.used for i in items(root)), max(i.used for i in items(root))
+    assert keep_under_cap(root, oldest) is None  # over the cap, but all of it was used since: kept
+    note = keep_under_cap(root, newest + 10)
+    assert note.endswith("over its cap of 1.5 KiB ($KCONTRACT_CACHE_MAX): removed the 1 least recently used items "
+                         "this command did not use"), note
     assert [i.path.name for i in items(root)] == ["ef03"]
     done = CliRunner().invoke(cli, ["cache", "prune", "--contract", CPU, "--all"], env={"KCONTRACT_CACHE": str(root)})
     assert done.exit_code == 0 and "CACHE 0 bytes in 0 items left" in done.output, done.output

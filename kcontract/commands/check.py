@@ -31,7 +31,7 @@ KERNELS_DIR = "kernels"
 @user_errors
 def check_command(contract_path: str, jobs: int | None, strict_records: bool) -> None:
     """Validate the contract, find unregistered kernels, compile for every SM, run gate 5, check receipts."""
-    started = time.monotonic()
+    started, begun = time.monotonic(), time.time()  # begun: wall clock, as cache items are stamped
     loaded = load_contract(contract_path)
     toolchain = preflight(loaded, contract_path, cuda=bool(contract_uses(loaded)), gpu=False).toolchain
     base = Path(contract_path).resolve().parent
@@ -62,7 +62,7 @@ def check_command(contract_path: str, jobs: int | None, strict_records: bool) ->
         out.print(f"FAIL {line}", markup=False)
     for line in (control_lines(report) + finding_lines(report)) if report else []:
         out.print(line, markup=False)
-    pruned = keep_under_cap(cache_root(contract_path))
+    pruned = keep_under_cap(cache_root(contract_path), begun)
     if pruned:
         err.print(f"note: {pruned}", markup=False)
     entries, controls = len(loaded.entries), len(loaded.controls)

@@ -51,7 +51,7 @@ NEEDS_DEVICE = (1, 2, 3, 4)  # gates that launch kernels; gate 5 compiles and co
 def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
                 receipt_path, no_cache, profile, sanitize, strict_records, verbose) -> None:
     """Run the contract: each entry's gates, each control at its gate, and print the SUMMARY line."""
-    started = time.monotonic()
+    started, begun = time.monotonic(), time.time()  # begun: wall clock, as cache items are stamped
     loaded = load_contract(contract_path)
     if sanitize:
         if gate is not None or case is not None or seed is not None or receipt_path or junit_path:
@@ -110,7 +110,7 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
         kept = carried_mutation(loaded, _previous(receipt_path))
         write_json(receipt_path, build_receipt(loaded, document, tasks[0].seed, time.monotonic() - started,
                                                extra={"mutation": kept} if kept else None))
-    pruned = keep_under_cap(cache_root(contract_path))
+    pruned = keep_under_cap(cache_root(contract_path), begun)
     if pruned:
         err.print(f"note: {pruned}", markup=False)
     out.print(summary.line(), markup=False)

@@ -21,7 +21,7 @@ from kcontract.records.shapes import launch_shapes, smem_on
 from kcontract.records.toolchains import STRICT_HINT, has_own_records, recorded_toolchains, toolchain_findings
 from kcontract.toolchain.build import Build, Failure, build, read_inputs
 from kcontract.toolchain.cache import CompileCache, cache_root, inputs_digest
-from kcontract.toolchain.locate import Toolchain, find_toolchain
+from kcontract.toolchain.locate import Toolchain
 from kcontract.toolchain.units import Unit, contract_uses, group_units, resolve_source, unit_of
 
 KERNEL_FIELDS = ("symbol", "mangled", "threads", "dynamic_smem")
