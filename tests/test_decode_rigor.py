@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcontract.families.attention.bounds import decode_row_range, expected_bounds
-from tools.mma.mma_model import LITERATURE as MMA_H200
-from tools.mma.mma_model import chain as mma_chain
+from tests.oracles.mma_model import LITERATURE as MMA_H200
+from tests.oracles.mma_model import chain as mma_chain
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.weights import score_error
 from kcontract.gates.ranges import RangeTally

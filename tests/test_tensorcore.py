@@ -7,7 +7,7 @@ import pytest
 
 from kcontract.families.attention.tensorcore import kstep, kstep_dims, replay_dots
 from kcontract.numerics import round_to
-from tools.mma.mma_model import LITERATURE, chain, mma_sum
+from tests.oracles.mma_model import LITERATURE, chain, mma_sum
 
 
 def bf16(x):

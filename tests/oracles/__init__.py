@@ -1,0 +1,1 @@
+"""Independent models the tests hold kcontract's own numerics against."""

@@ -1,1 +1,0 @@
-"""The tensor-core accumulation model (mma_model) and its H200 probe (mma_probe_device)."""
