@@ -97,6 +97,8 @@ def run_sources(loaded) -> list[str]:
         if kernel.cuda is not None:
             source = resolve_source(base, kernel.cuda.source).resolve()
             files += [source, *local_headers(source, include_dirs_of(kernel.cuda.options, base))]
+            if kernel.cuda.patch:
+                files.append(resolve_source(base, kernel.cuda.patch).resolve())
         else:
             files += module_files(kernel.python.partition(":")[0], base, seen)
     for entry in loaded.entries:

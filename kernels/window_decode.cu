@@ -19,73 +19,7 @@
 #include <cuda_bf16.h>
 #include "tensor_core.cuh"
 
-// ---------------------------------------------------------------------------------------------------------------
-// Fault hooks: the defaults are the kernel; a planted-fault control defines one before including this file.
-// ---------------------------------------------------------------------------------------------------------------
-
-// Merge weight of a chunk with maximum m_c under the row's maximum M.
-#ifndef WD_MERGE_FACTOR
-#define WD_MERGE_FACTOR(m_c, M) expf((m_c) - (M))
-#endif
-
-// Rounding applied to the partials' l and o running sums after every add (default: none, fp32).
-#ifndef WD_ACC_ROUND
-#define WD_ACC_ROUND(x) (x)
-#endif
-
-// The last visible key of a row whose query is at absolute position pos.
-#ifndef WD_LAST_KEY
-#define WD_LAST_KEY(pos) (pos)
-#endif
-
-// True for an absolute key position p left out of scores and sums.
-#ifndef WD_SKIP_KEY
-#define WD_SKIP_KEY(p) false
-#endif
-
-// The query head that group slot g of key head kh computes with (and writes its partials and output to).
-#ifndef WD_Q_HEAD
-#define WD_Q_HEAD(kh, g, G, Hk) ((kh) * (G) + (g))
-#endif
-
-// The number of PV key groups; B is the batch size (gridDim.z). Must divide 256 and not exceed kg_default.
-#ifndef WD_KEY_GROUPS
-#define WD_KEY_GROUPS(kg_default, B) (kg_default)
-#endif
-
-// WD_ATOMIC_MERGE (undefined by default): the merge adds chunks into shared memory with atomics, in an order
-// that depends on scheduling and on the row's batch index.
-
-// Rounding of the fp32 output O / L to bf16.
-#ifndef WD_OUT_ROUND
-#define WD_OUT_ROUND(x) __float2bfloat16_rn(x)
-#endif
-
-// The first visible key of a row at position pos with window win (0: no window).
-#ifndef WD_FIRST
-#define WD_FIRST(pos, win) ((win) > 0 ? max(0, (pos) - (win) + 1) : 0)
-#endif
-
-// WD_EMPTY_CHUNKS (undefined by default): partial slots past a row's count are computed (all keys masked) and
-// written, and the merge reads all n_part slots.
-
-// V stages of 16 keys the PV phase keeps in shared memory (a tuning knob: it changes no rounding).
-#ifndef WD_V_STAGES
-#define WD_V_STAGES 4
-#endif
-
-// Barrier between the score tiles written to shared memory and their use by every warp in the exp phase.
-#ifndef WD_SYNC_AFTER_SCORES
-#define WD_SYNC_AFTER_SCORES() __syncthreads()
-#endif
-
 namespace wd {
-
-#ifdef WD_EMPTY_CHUNKS
-constexpr bool kEmptyChunks = true;  // fault: slots past a row's count are computed and merged
-#else
-constexpr bool kEmptyChunks = false;  // slots past a row's count are neither written nor read
-#endif
 
 constexpr int kChunk = 256;                               // C: keys per partial, at absolute positions
 constexpr int kThreads = 256;                             // partials block: one thread per chunk key in setup
@@ -104,7 +38,7 @@ constexpr int kMergeThreads = 256;                        // merge block
 constexpr int kMergeWarps = kMergeThreads / 32;           // 8 warps, each summing a run of the row's chunks
 constexpr int kKeyRowBytes = kChunk * 4;                  // int key_row[256]
 constexpr int kPBytes = kChunk * kPStride * 4;            // fp32 p_s[256][16]
-constexpr int kVStages = WD_V_STAGES;                     // V stages: kVStages - 1 in flight while one is read
+constexpr int kVStages = 4;                               // V stages: kVStages - 1 in flight while one is read
 constexpr int kVKeys = 16;                                // chunk keys per V stage
 constexpr int kSmemLimit = 99 * 1024;                     // the opt-in maximum of sm_86, 89, 120 and 121
 
@@ -169,24 +103,15 @@ struct Span {
 
 __device__ __forceinline__ Span row_span(int pos, int win) {
   Span s;
-  s.first = WD_FIRST(pos, win);
-  s.last = WD_LAST_KEY(pos);
+  s.first = win > 0 ? max(0, pos - win + 1) : 0;
+  s.last = pos;
   s.count = s.last / kChunk - s.first / kChunk + 1;
   return s;
 }
 
-// Rounding point of the partials' l and o running sums.
-__device__ __forceinline__ float acc_round(float x) { return WD_ACC_ROUND(x); }
-
-// Whether absolute key position p is dropped from scores and sums.
-__device__ __forceinline__ bool skip_key(long long p) { return WD_SKIP_KEY(p); }
-
-// Query head of group slot g for key head kh.
+// Query head of group slot g for key head kh: key head kh serves query heads kh G .. kh G + G - 1.
 template <int G>
-__device__ __forceinline__ int q_head(int kh, int g, int hk) { return WD_Q_HEAD(kh, g, G, hk); }
-
-// Merge weight of a chunk.
-__device__ __forceinline__ float merge_factor(float m_c, float big_m) { return WD_MERGE_FACTOR(m_c, big_m); }
+__device__ __forceinline__ int q_head(int kh, int g, int hk) { return kh * G + g; }
 
 using tc::cp_async16;
 using tc::cp_async_commit;
@@ -226,7 +151,7 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
   if (dyn_bytes != static_cast<unsigned>(T::kSmem)) __trap();  // the launch must give exactly the layout
   const wd::Span span = wd::row_span(row_pos[b], win);
-  if (!wd::kEmptyChunks && j >= span.count) return;  // block-uniform, before any barrier: the whole block leaves
+  if (j >= span.count) return;  // block-uniform, before any barrier: the whole block leaves
 
   const int slot = row_slot[b];
   const int hq = kv_heads * G;
@@ -242,7 +167,7 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
   // Setup: cache row of each chunk key (-1: masked, never loaded) and the block's queries in q_s.
   {
     const long long p = cbase + tid;
-    const bool on = tid >= lo_rel && tid <= hi_rel && !wd::skip_key(p);
+    const bool on = tid >= lo_rel && tid <= hi_rel;
     key_row[tid] = on ? static_cast<int>(p % ring) : -1;
   }
   constexpr int kQPieces = wd::kHeadSlots * D / 8;  // 16-byte pieces of q_s
@@ -260,7 +185,7 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
 
   // V stages (cp.async into shared memory): stage st holds, for each PV key group kg, its chunk keys
   // kg * KPG + st * TK .. + TK - 1; the first kVStages - 1 stages load while the scores are computed.
-  const int kg_n = WD_KEY_GROUPS(T::kKG, static_cast<int>(gridDim.z));  // block-uniform
+  const int kg_n = T::kKG;             // PV key groups, fixed by the shape (never by the batch)
   const int kpg = C / kg_n;            // keys per PV key group
   const int tk = wd::kVKeys / kg_n;    // keys of each key group in one stage
   const int v_stages = kpg / tk;       // stages that cover the chunk
@@ -364,7 +289,7 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
       }
     }
   }
-  WD_SYNC_AFTER_SCORES();
+  __syncthreads();  // every warp's score tiles are in p_s before any warp reads a head's column
 
   // Chunk maximum, probabilities and l: warp w takes heads w and w + 8; lane l owns keys l, l + 32, ...
 #pragma unroll
@@ -385,11 +310,11 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
       for (int i = 0; i < C / 32; ++i) {
         const float p = expf(__fsub_rn(sv[i], m));  // rounding: RN(s - m), then expf; masked keys give +0
         p_s[(lane + 32 * i) * wd::kPStride + g] = p;
-        l = wd::acc_round(__fadd_rn(l, p));  // rounding: lane sum in increasing key order (+0 adds are exact)
+        l = __fadd_rn(l, p);  // rounding: lane sum in increasing key order (+0 adds are exact)
       }
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) {
-        l = wd::acc_round(__fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, off)));  // rounding: butterfly, commutative
+        l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, off));  // rounding: butterfly, commutative
       }
       if (lane == 0) {
         const size_t idx = (static_cast<size_t>(b) * hq + wd::q_head<G>(kh, g, kv_heads)) * n_part + j;
@@ -457,7 +382,7 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
         for (int g = 0; g < G; ++g) {
 #pragma unroll
           for (int d = 0; d < DT; ++d) {
-            acc[g][d] = wd::acc_round(fmaf(p[g], vf[d], acc[g][d]));  // rounding: one fma per key, key order
+            acc[g][d] = fmaf(p[g], vf[d], acc[g][d]);  // rounding: one fma per key, key order
           }
         }
       }
@@ -493,7 +418,7 @@ window_decode_partials(const unsigned short* __restrict__ q, const unsigned shor
       const int g = e / D;
       const int d = e % D;
       float o = red_s[e];
-      for (int k = 1; k < kg_n; ++k) o = wd::acc_round(__fadd_rn(o, red_s[k * G * D + e]));  // rounding: group order
+      for (int k = 1; k < kg_n; ++k) o = __fadd_rn(o, red_s[k * G * D + e]);  // rounding: group order
       const size_t idx = ((static_cast<size_t>(b) * hq + wd::q_head<G>(kh, g, kv_heads)) * n_part + j) * D + d;
       part_o[idx] = o;
     }
@@ -517,8 +442,8 @@ window_decode_merge(const float* __restrict__ part_m, const float* __restrict__ 
   const int lane = tid & 31;
   const int hq = kv_heads * G;
   const wd::Span span = wd::row_span(row_pos[b], win);
-  // Slots past the row's count are never read; min() only keeps a faulty count (controls) inside the row's slots.
-  const int count = wd::kEmptyChunks ? n_part : min(span.count, n_part);
+  // Slots past the row's count are never read, nor past the n_part slots the caller allocated.
+  const int count = min(span.count, n_part);
   const size_t row = static_cast<size_t>(b) * hq + h;
   const float* m_row = part_m + row * n_part;
   const float* l_row = part_l + row * n_part;
@@ -538,32 +463,13 @@ window_decode_merge(const float* __restrict__ part_m, const float* __restrict__ 
   float o[DL];
 #pragma unroll
   for (int i = 0; i < DL; ++i) o[i] = 0.0f;
-#ifdef WD_ATOMIC_MERGE
-  // Fault: chunks go to warps by (c + b) % warps and are added with shared-memory atomics: the order follows
-  // scheduling and the row's batch index.
-  for (int d = tid; d < D; d += wd::kMergeThreads) warp_o[0][d] = 0.0f;
-  if (tid == 0) warp_l[0] = 0.0f;
-  __syncthreads();
-  for (int c = 0; c < count; ++c) {
-    if ((c + b) % wd::kMergeWarps == warp) {
-      const float f = wd::merge_factor(m_row[c], big_m);
-      if (lane == 0) atomicAdd(&warp_l[0], f * l_row[c]);
-      for (int d = lane; d < D; d += 32) atomicAdd(&warp_o[0][d], f * o_row[static_cast<size_t>(c) * D + d]);
-    }
-  }
-  __syncthreads();
-  const float big_l = warp_l[0];
-  for (int d = tid; d < D; d += wd::kMergeThreads) {
-    out[row * D + d] = __bfloat16_as_ushort(WD_OUT_ROUND(warp_o[0][d] / big_l));  // rounding: IEEE, then bf16
-  }
-#else
   // Warp w sums the chunks [w * per, (w + 1) * per) in chunk order: L = fma(f_c, l_c, L), O = fma(f_c, o_c, O)
   // from 0.0f; the warps' sums are then added in warp order. The split follows the row's own chunk count only.
   const int per = (count + wd::kMergeWarps - 1) / wd::kMergeWarps;
   const int c_end = min(count, (warp + 1) * per);
 #pragma unroll 2
   for (int c = warp * per; c < c_end; ++c) {
-    const float f = wd::merge_factor(m_row[c], big_m);  // rounding: RN(m_c - M), then expf
+    const float f = expf(m_row[c] - big_m);              // rounding: RN(m_c - M), then expf
     l = fmaf(f, l_row[c], l);                            // rounding: one fma per chunk
     const float* o_c = o_row + static_cast<size_t>(c) * D + 4 * lane;
 #pragma unroll
@@ -590,7 +496,6 @@ window_decode_merge(const float* __restrict__ part_m, const float* __restrict__ 
 #pragma unroll
     for (int w = 1; w < wd::kMergeWarps; ++w) big_o = __fadd_rn(big_o, warp_o[w][d]);  // rounding: warp order
     const float y = big_o / big_l;  // rounding: IEEE division (-prec-div=true)
-    out[row * D + d] = __bfloat16_as_ushort(WD_OUT_ROUND(y));  // rounding: to bf16
+    out[row * D + d] = __bfloat16_as_ushort(__float2bfloat16_rn(y));  // rounding: to bf16
   }
-#endif
 }

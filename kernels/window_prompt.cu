@@ -8,7 +8,7 @@
 // ceil(rows / 16), bands fastest (the blocks that read one chunk's K and V run together and find it in L2), with
 // wp::kSmemBytes<D, G, PB> = HP (25344 - 8704 PB) + ring (32 D + 2048) bytes of dynamic shared memory (the kernel
 // traps on any other size), HP = 4 heads per pass where 4 divides G on SMs of 227 KB, else 2 where G is even, else
-// 1 (WP_MAX_PASS caps it), ring = min(8, (optin - HP (25344 - 8704 PB)) / (32 D + 2048)) V
+// 1, ring = min(8, (optin - HP (25344 - 8704 PB)) / (32 D + 2048)) V
 // stages, optin the SM's opt-in bytes per block (99 KB; sm_80 163 KB; sm_90, 100 227 KB); merge<D, G> grid
 // (kv_heads * G, rows) of 256 threads.
 //
@@ -23,35 +23,6 @@
 
 #include <cuda_bf16.h>
 #include "tensor_core.cuh"
-
-// ---------------------------------------------------------------------------------------------------------------
-// Fault hooks: the defaults are the kernel; a planted-fault control defines one before including this file.
-// ---------------------------------------------------------------------------------------------------------------
-
-// The last key a row at position pos reads, given row_last (its own position or its image span's end).
-#ifndef WP_LAST_KEY
-#define WP_LAST_KEY(pos, given) (given)
-#endif
-
-// Where the chunk grid starts: 0 puts chunks at absolute positions; pos0 is the call's first row of the sequence.
-#ifndef WP_CHUNK_ORIGIN
-#define WP_CHUNK_ORIGIN(pos0) 0
-#endif
-
-// Rounding of p before the sums (bf16 P rounds it to bf16 here).
-#ifndef WP_P_ROUND
-#define WP_P_ROUND(p, pb) ((pb) ? __bfloat162float(__float2bfloat16_rn(p)) : (p))
-#endif
-
-// Query heads per pass over a chunk's K and V at most: 1, 2 or 4 (four where G allows, on SMs of 227 KB).
-#ifndef WP_MAX_PASS
-#define WP_MAX_PASS 4
-#endif
-
-// Merge weight of a chunk with maximum m_c under the row's maximum M.
-#ifndef WP_MERGE_FACTOR
-#define WP_MERGE_FACTOR(m_c, M) expf(__fsub_rn((m_c), (M)))
-#endif
 
 namespace wp {
 
@@ -88,9 +59,9 @@ constexpr int kHeadFront = PB ? kBand * kSStride * 4 : kParts<PB> * kBand * kPSt
 
 // Query heads per pass over the chunk's K and V.
 template <int D, int G, int PB>
-constexpr int kPass = G % 4 == 0 && WP_MAX_PASS >= 4 && kSmemLimit >= 227 * 1024 ? 4  // sm_90, 100: 227 KB
-                      : G % 2 == 0 && WP_MAX_PASS >= 2                            ? 2
-                                                                                  : 1;
+constexpr int kPass = G % 4 == 0 && kSmemLimit >= 227 * 1024 ? 4  // sm_90, 100: 227 KB
+                      : G % 2 == 0                              ? 2
+                                                                : 1;
 
 template <int D, int G, int PB>
 constexpr int kFrontBytes = kPass<D, G, PB> * kHeadFront<PB>;
@@ -155,7 +126,6 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   const int hq = kv_heads * G;
   const wp::Band band = tc::find_rows<wp::kBand>(seq_row0, seq_pos0, n_seq, blockIdx.x);
   if (band.rows == 0) return;  // block-uniform: a grid wider than the call's bands
-  const int origin = WP_CHUNK_ORIGIN(band.pos0);
   unsigned short* v_s = v_all + warp * kRing * 16 * VS;  // this warp's V ring
   const int wd0 = warp * (D / 8);                        // this warp's first dim in p times V
 
@@ -164,15 +134,15 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
   for (int r = 0; r < band.rows; ++r) {
     const int pos = band.pos0 + band.row0 + r - band.seq_row0;
     lo_key = min(lo_key, wp::first_key(pos, win));
-    hi_key = max(hi_key, WP_LAST_KEY(pos, row_last[band.row0 + r]));
+    hi_key = max(hi_key, row_last[band.row0 + r]);  // the row's position, or its image span's end
   }
-  const int c_lo = (lo_key - origin) / wp::kChunk, c_hi = (hi_key - origin) / wp::kChunk;
+  const int c_lo = lo_key / wp::kChunk, c_hi = hi_key / wp::kChunk;  // chunks at absolute positions
   const long long head_base = static_cast<long long>(seq_slot[band.seq]) * ring * kv_heads * D +
                               static_cast<long long>(kh) * D;
   const int row_elems = kv_heads * D;  // one cache row of every key head
 
   for (int c = c_lo + blockIdx.z; c <= c_hi; c += gridDim.z) {
-    const int key0 = origin + c * wp::kChunk;  // absolute position of the chunk's first key
+    const int key0 = c * wp::kChunk;  // absolute position of the chunk's first key
     const int ring0 = key0 % ring;              // its cache row
 
     // Stage st of this warp's V: keys key0 + 16 st .. + 15, its D / 8 dims; keys off the band's are zero.
@@ -288,7 +258,7 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
         for (int j = 0; j < wp::kChunk / 32; ++j) pv[i][j] = 0.0f;
         if (r >= band.rows) continue;  // warp-uniform: a short band's missing rows get p = 0
         const int pos = band.pos0 + band.row0 + r - band.seq_row0;
-        const int first = wp::first_key(pos, win), last = WP_LAST_KEY(pos, row_last[band.row0 + r]);
+        const int first = wp::first_key(pos, win), last = row_last[band.row0 + r];
         const float* srow = s_s + (hh * wp::kBand + r) * wp::kSStride;
         float m = tc::neg_inf();
 #pragma unroll
@@ -303,13 +273,13 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
 #pragma unroll
         for (int j = 0; j < wp::kChunk / 32; ++j) {
           float p = pv[i][j] == tc::neg_inf() ? 0.0f : expf(__fsub_rn(pv[i][j], m));  // rounding: RN(s - m), expf
-          p = WP_P_ROUND(p, PB);                                                    // rounding: bf16 P rounds p
+          if (PB) p = __bfloat162float(__float2bfloat16_rn(p));                     // rounding: bf16 P rounds p
           l = __fadd_rn(l, p);  // rounding: lane sum in increasing key order
           pv[i][j] = p;
         }
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, off));  // butterfly
-        const int j = c - (first - origin) / wp::kChunk;  // the row's partial slot of this chunk
+        const int j = c - first / wp::kChunk;  // the row's partial slot of this chunk
         if (lane == 0 && m != tc::neg_inf() && j >= 0 && j < n_part) {
           const size_t idx = (static_cast<size_t>(band.row0 + r) * hq + h0 + hh) * n_part + j;
           part_m[idx] = m;
@@ -377,8 +347,8 @@ window_prompt_partials(const unsigned short* __restrict__ q, const unsigned shor
           const int r = gr + 8 * half;
           if (r >= band.rows) continue;
           const int pos = band.pos0 + band.row0 + r - band.seq_row0;
-          const int first = wp::first_key(pos, win), last = WP_LAST_KEY(pos, row_last[band.row0 + r]);
-          const int j = c - (first - origin) / wp::kChunk;
+          const int first = wp::first_key(pos, win), last = row_last[band.row0 + r];
+          const int j = c - first / wp::kChunk;
           if (key0 + wp::kChunk > first && key0 <= last && j >= 0 && j < n_part) {
             float* dst = part_o + ((static_cast<size_t>(band.row0 + r) * hq + h0 + hh) * n_part + j) * D + wd0 + 2 * c4;
 #pragma unroll
@@ -403,16 +373,15 @@ window_prompt_merge(const float* __restrict__ part_m, const float* __restrict__ 
   int s = 0;
   while (s + 1 < n_seq && seq_row0[s + 1] <= b) ++s;
   const int pos = seq_pos0[s] + b - seq_row0[s];
-  const int first = wp::first_key(pos, win), last = WP_LAST_KEY(pos, row_last[b]);
-  const int origin = WP_CHUNK_ORIGIN(seq_pos0[s]);
-  const int n = min(n_part, (last - origin) / wp::kChunk - (first - origin) / wp::kChunk + 1);
+  const int first = wp::first_key(pos, win), last = row_last[b];
+  const int n = min(n_part, last / wp::kChunk - first / wp::kChunk + 1);
   const size_t base = (static_cast<size_t>(b) * hq + h) * n_part;
   float big_m = tc::neg_inf();
   for (int c = 0; c < n; ++c) big_m = fmaxf(big_m, part_m[base + c]);  // exact
   for (int d = threadIdx.x; d < D; d += wp::kThreads) {
     float big_l = 0.0f, big_o = 0.0f;
     for (int c = 0; c < n; ++c) {
-      const float f = WP_MERGE_FACTOR(part_m[base + c], big_m);  // rounding: RN(m_c - M), expf
+      const float f = expf(__fsub_rn(part_m[base + c], big_m));  // rounding: RN(m_c - M), expf
       big_l = fmaf(f, part_l[base + c], big_l);                  // rounding: fma chain in chunk order
       big_o = fmaf(f, part_o[(base + c) * D + d], big_o);        // rounding: fma chain in chunk order
     }

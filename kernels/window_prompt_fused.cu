@@ -37,35 +37,13 @@
 #include "tensor_core.cuh"
 #include "wgmma.cuh"
 
-// ---------------------------------------------------------------------------------------------------------------
-// Fault hooks: the defaults are the kernel; a planted-fault control defines one before including this file.
-// ---------------------------------------------------------------------------------------------------------------
-
-// The last key a row at position pos reads, given row_last (its own position or its image span's end).
-#ifndef WF_LAST_KEY
-#define WF_LAST_KEY(pos, given) (given)
-#endif
-
-// The rescale of a running sum x by a = expf(RN(M - M')) when a chunk raises the row's maximum.
-#ifndef WF_RESCALE
-#define WF_RESCALE(x, a) __fmul_rn((x), (a))
-#endif
+namespace wf {
 
 // Descriptor byte offsets (leading, stride) of the K-major tiles (Q, K, p) and of the MN-major V tile.
-#ifndef WF_K_LBO
-#define WF_K_LBO 16
-#endif
-#ifndef WF_K_SBO
-#define WF_K_SBO 1024
-#endif
-#ifndef WF_V_LBO
-#define WF_V_LBO 1024
-#endif
-#ifndef WF_V_SBO
-#define WF_V_SBO 1024
-#endif
-
-namespace wf {
+constexpr int kKLbo = 16;
+constexpr int kKSbo = 1024;
+constexpr int kVLbo = 1024;
+constexpr int kVSbo = 1024;
 
 constexpr int kTile = 64;      // wgmma rows per block: the wgmma's M
 constexpr int kChunk = 64;     // keys per chunk, at absolute positions
@@ -271,7 +249,7 @@ __device__ __forceinline__ Merge merge_factors(float (&big_m)[2], float (&big_l)
     g.fb[i] = expf(__fsub_rn(m[i], mx));        // rounding: RN(m_c - M'), expf
     if (g.seen[i]) {
       if (owns_l) {
-        if (g.fa[i] != 1.0f) big_l[i] = WF_RESCALE(big_l[i], g.fa[i]);  // rounding: RN(L a)
+        if (g.fa[i] != 1.0f) big_l[i] = __fmul_rn(big_l[i], g.fa[i]);  // rounding: RN(L a)
         big_l[i] = fmaf(l[i], g.fb[i], big_l[i]);                        // rounding: one fma
       }
       big_m[i] = mx;
@@ -288,7 +266,7 @@ __device__ __forceinline__ void merge_block(float (&y)[32], const float (&o)[32]
   if (g.rescale) {
     const float by[2] = {g.seen[0] ? g.fa[0] : 1.0f, g.seen[1] ? g.fa[1] : 1.0f};
 #pragma unroll
-    for (int j = 0; j < 32; ++j) y[j] = WF_RESCALE(y[j], by[j / 2 % 2]);  // rounding: RN(O a)
+    for (int j = 0; j < 32; ++j) y[j] = __fmul_rn(y[j], by[j / 2 % 2]);  // rounding: RN(O a)
   }
   if (g.all_seen) {
 #pragma unroll
@@ -355,9 +333,9 @@ __device__ __forceinline__ void attend_one_chain(const Block& b, unsigned long l
   };
 
   // Descriptors of each operand's first k-step; a later one adds its byte offset / 16 (the address field's unit).
-  const unsigned long long k_desc = wg::smem_desc(k_s + group * kHalf * 128, WF_K_LBO, WF_K_SBO, 1);
-  const unsigned long long v_desc = wg::smem_desc(v_s + group * kBlocks * 8192, WF_V_LBO, WF_V_SBO, 1);
-  const unsigned long long p_desc = wg::smem_desc(p_s, WF_K_LBO, WF_K_SBO, 1);
+  const unsigned long long k_desc = wg::smem_desc(k_s + group * kHalf * 128, wf::kKLbo, wf::kKSbo, 1);
+  const unsigned long long v_desc = wg::smem_desc(v_s + group * kBlocks * 8192, wf::kVLbo, wf::kVSbo, 1);
+  const unsigned long long p_desc = wg::smem_desc(p_s, wf::kKLbo, wf::kKSbo, 1);
 
   float big_m[2] = {tc::neg_inf(), tc::neg_inf()}, big_l[2] = {0.0f, 0.0f};  // L: warpgroup 1's
   float big_o[kBlocks][32];  // this warpgroup's D / 2 dims: blocks of 64 dims, each in the accumulator layout
@@ -500,8 +478,8 @@ __device__ __forceinline__ void attend_two_chains(const Block& b, unsigned long 
                         b.lo_key, b.hi_key, b.ring, share);
     tc::cp_async_commit();
   };
-  const unsigned long long k_desc = wg::smem_desc(k_own, WF_K_LBO, WF_K_SBO, 1);
-  const unsigned long long v_desc = wg::smem_desc(v_own, WF_V_LBO, WF_V_SBO, 1);
+  const unsigned long long k_desc = wg::smem_desc(k_own, wf::kKLbo, wf::kKSbo, 1);
+  const unsigned long long v_desc = wg::smem_desc(v_own, wf::kVLbo, wf::kVSbo, 1);
 
   float big_m[2] = {tc::neg_inf(), tc::neg_inf()}, big_l[2] = {0.0f, 0.0f};
   float big_o[kBlocks][32];  // all D dims: blocks of 64 dims, each in the accumulator layout
@@ -687,12 +665,12 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
     const bool used = wf::holds_row<G>(m, b.tile.rows);
     const int pos = b.tile.pos0 + b.tile.row0 + r - b.tile.seq_row0;
     b.first[i] = used ? wf::first_key(pos, win) : 1;
-    b.last[i] = used ? WF_LAST_KEY(pos, row_last[b.tile.row0 + r]) : 0;
+    b.last[i] = used ? row_last[b.tile.row0 + r] : 0;  // the row's position, or its image span's end
   }
   int lo_key = 0x7fffffff, hi_key = -1, all_first = -1, all_last = 0x7fffffff;
   for (int r = 0; r < b.tile.rows; ++r) {
     const int pos = b.tile.pos0 + b.tile.row0 + r - b.tile.seq_row0;
-    const int f = wf::first_key(pos, win), l = WF_LAST_KEY(pos, row_last[b.tile.row0 + r]);
+    const int f = wf::first_key(pos, win), l = row_last[b.tile.row0 + r];
     lo_key = min(lo_key, f);
     hi_key = max(hi_key, l);
     all_first = max(all_first, f);
@@ -720,7 +698,7 @@ window_prompt_attend(const unsigned short* __restrict__ q, const unsigned short*
     tc::cp_async16(b.q_s + share.offset(n), q + (row * b.hq + head) * D + share.col, used ? 16u : 0u);
   }
   tc::cp_async_commit();
-  const unsigned long long q_desc = wg::smem_desc(b.q_s, WF_K_LBO, WF_K_SBO, 1);
+  const unsigned long long q_desc = wg::smem_desc(b.q_s, wf::kKLbo, wf::kKSbo, 1);
   if constexpr (wf::kChains<D> == 2)
     wf::attend_two_chains<D, G, PB>(b, q_desc, out, row_m);
   else

@@ -16,6 +16,7 @@ from kcontract.contract.loader import load_contract
 from kcontract.exitcodes import ExitCode
 from kcontract.receipts import check_receipts
 from kcontract.records.gate5 import check_records
+from kcontract.sassdiff.unchanged import unchanged_patches
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.globals import unregistered
@@ -47,6 +48,10 @@ def check_command(contract_path: str, jobs: int | None, strict_records: bool) ->
     cache = CompileCache(cache_root(contract_path))
     built = build(units, loaded.targets, cache, base, jobs) if toolchain is not None else None
     problems += compile_failures(built.failures) if built else []
+    unchanged = unchanged_patches(loaded, built) if built else []
+    if unchanged:
+        unchanged[0].others = unchanged[1:]
+        raise unchanged[0]
 
     report = check_records(loaded, built=built, cache=cache, strict=strict_records) if built else None
     problems += gate5_lines(report) if report else []

@@ -16,7 +16,7 @@ def compile_failures(failures: list[Failure]) -> list[str]:
     """One message per unit and log: the SMs it fails on, who uses it, and the NVRTC log."""
     grouped: dict[tuple, list[str]] = {}
     for failure in failures:
-        grouped.setdefault((failure.unit.label, failure.unit.users, failure.log), []).append(failure.sm)
+        grouped.setdefault((failure.unit.shown, failure.unit.users, failure.log), []).append(failure.sm)
     return [f"{label} does not compile for {', '.join(sorted(sms, key=sm_number))} (used by {', '.join(users)}); "
             f"NVRTC says:\n{log.strip()}" for (label, users, log), sms in grouped.items()]
 

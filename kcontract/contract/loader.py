@@ -14,6 +14,7 @@ from kcontract.contract.imports import add_import_roots
 from kcontract.contract.kernels import fill_launch, fill_symbols, instance_problem, python_kernel_problem
 from kcontract.contract.loaded import LoadedContract, LoadedControl, LoadedEntry
 from kcontract.contract.model import Contract, Entry, KernelRef
+from kcontract.contract.patches import PatchError, apply
 from kcontract.contract.yaml_lines import join, line_of, load_yaml
 from kcontract.errors import ContractError
 from kcontract.families.base import Family, family_class, family_names
@@ -250,9 +251,17 @@ def _controls(problems: _Problems, model: Contract, entries: list[LoadedEntry], 
         entry = by_name.get(control.entry)
         if entry is None:
             continue  # its entry's own error is reported
-        kernel = _kernel(problems, model, control.kernel, entry.family, base, import_kernels)
+        if control.kernel is None and control.patch is None:
+            problems.add(base, "a `patch` of the entry's kernel, or a `kernel` of the control's own", "neither")
+            continue
+        kernel = entry.kernel if control.kernel is None else _kernel(problems, model, control.kernel, entry.family,
+                                                                     base, import_kernels)
         if kernel is None:
             continue
+        if control.patch is not None:
+            kernel = _patched(problems, kernel, control.patch, base + ["patch"])
+            if kernel is None:
+                continue
         if kernel.cuda is not None and not kernel.cuda.launch and entry.kernel.cuda is not None:
             # a control stands in for its entry's kernel: it is launched the same way unless it says otherwise
             kernel = kernel.model_copy(update={"cuda": kernel.cuda.model_copy(update={"launch": entry.kernel.cuda.launch})})
@@ -265,6 +274,25 @@ def _controls(problems: _Problems, model: Contract, entries: list[LoadedEntry], 
         loaded.append(LoadedControl(control.name, control.entry, kernel, control.gate, control.fault,
                                     control.timeout, line_of(lines, base), k, control.sanitize))
     return loaded
+
+
+def _patched(problems: _Problems, kernel: KernelRef, patch: str, parts: Parts) -> KernelRef | None:
+    """The kernel with `patch` applied to its CUDA source: the patch must exist and apply exactly."""
+    if kernel.cuda is None:
+        problems.add(parts, "a patch only of a CUDA kernel", _show(patch))
+        return None
+    folder = Path(problems.file).resolve().parent
+    path = resolve_source(folder, patch)
+    source = resolve_source(folder, kernel.cuda.source)
+    try:
+        apply(source.read_text(), path.read_text(), source.name)
+    except OSError as error:
+        problems.add(parts, f"an existing patch file, relative to {folder} ({error.strerror})", _show(patch))
+        return None
+    except PatchError as error:
+        problems.add(parts, f"a patch that applies exactly: {patch}:{error.line}: {error.message}")
+        return None
+    return kernel.model_copy(update={"cuda": kernel.cuda.model_copy(update={"patch": patch})})
 
 
 def _check_findings(problems: _Problems, model: Contract, gates_of: dict[str, list[int]]) -> None:

@@ -38,6 +38,7 @@ class CudaKernel(Strict):
 
     source: str
     symbols: dict[str, str]  # ABI role (e.g. partials, merge) -> name expression
+    patch: str | None = None  # a unified diff applied to `source` before it compiles (controls, mutants)
     options: list[str] = []
     launch: dict[str, LaunchShape] = {}  # per role, overriding the family's default launch shape
     instances: list[dict[str, list[int | str]]] = []  # allowed template-argument and case-trait values
@@ -81,11 +82,13 @@ class Entry(BaseModel):
 
 
 class Control(Strict):
-    """A planted-fault kernel that stands in for an entry's kernel and must go red at `gate`."""
+    """A planted-fault kernel that stands in for an entry's kernel and must go red at `gate`: the entry's own kernel
+    with `patch` applied to its source, or a `kernel` of its own (which may take a `patch` too)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     entry: str
-    kernel: KernelField
+    kernel: KernelField | None = None  # default: the entry's kernel
+    patch: str | None = None  # a unified diff of the kernel's source that plants the fault
     gate: GateNumber
     fault: str  # what was planted, one line
     timeout: float | None = Field(default=None, gt=0, le=86400)  # seconds its gate may take (default: the entry's)

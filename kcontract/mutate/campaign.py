@@ -1,7 +1,8 @@
 """A mutation campaign on one CUDA entry: mutants of its source, equivalent ones dropped by their SASS, the
 rest run under the entry's gates as controls standing in for it (so inputs and references come from the cache).
 
-Prepared on any machine with the toolchain (sources, a contract and cubins under the compile cache's
+A mutant is a patch of the production source, applied as a control's patch is (`kcontract.contract.patches`).
+Prepared on any machine with the toolchain (patches, a contract and cubins under the compile cache's
 `mutants/ENTRY/`), run on a GPU. A mutant is killed when any of gates 1-4 goes red or its kernel fails.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from kcontract.contract.loader import load_contract
+from kcontract.contract.patches import make as make_patch
 from kcontract.mutate.operators import CLASSES, Mutant, mutants
 from kcontract.sassdiff.elf import function_digest
 from kcontract.sassdiff.normalise import normalise, split_functions
@@ -87,8 +89,9 @@ def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int |
     shutil.rmtree(here, ignore_errors=True)
     here.mkdir(parents=True)
     made = mutants(original, tuple(entry.family.kernel_abi()), limit, seed)
+    label = os.path.relpath(resolve_source(base, cuda.source).resolve(), here)
     for m in made:
-        (here / f"{m.ident}.cu").write_text(m.source)
+        (here / f"{m.ident}.patch").write_text(make_patch(original, m.source, label))
     campaign = Campaign(entry_name, cuda.source, hashlib.sha256(original.encode()).hexdigest(), sm, seed,
                         [MutantResult(m.ident, m.kind, m.line, m.change, m.diff(original)) for m in made],
                         list(cases))
@@ -118,8 +121,7 @@ def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str, cases
         "entries": [{"name": entry.name, "family": entry.family.name, "kernel": {"cuda": cuda},
                      "gates": [g for g in GATES if g in entry.gates], **spec}],
         "controls": [{"name": f"{m.ident}_g{gate}", "entry": entry.name, "gate": gate, "timeout": MUTANT_TIMEOUT,
-                      "fault": f"{m.kind}: {m.change} at line {m.line}",
-                      "kernel": {"cuda": {**cuda, "source": f"{m.ident}.cu"}}}
+                      "fault": f"{m.kind}: {m.change} at line {m.line}", "patch": f"{m.ident}.patch"}
                      for m in made for gate in GATES if gate in entry.gates],
     }
     path = here / "contract.yaml"
@@ -133,15 +135,15 @@ def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | Non
     cache = CompileCache(cache_root(str(contract)))
     units = group_units(contract_uses(loaded))
     built = build(units, [sm], cache, contract.parent, jobs)
-    by_source = {u.label: u for u in units}
-    original = built.module(by_source[loaded.entries[0].kernel.cuda.source], sm)
+    by_patch = {u.patch_label: u for u in units}
+    original = built.module(by_patch[None], sm)
     if original is None:
         raise RuntimeError(f"{campaign.source} itself does not compile for {sm}")
     for m in campaign.mutants:
-        unit = by_source[f"{m.ident}.cu"]
+        unit = by_patch[f"{m.ident}.patch"]
         module = built.module(unit, sm)
         if module is None:
-            failure = next(f for f in built.failures if f.unit.label == unit.label)
+            failure = next(f for f in built.failures if f.unit.ident == unit.ident)
             first = next((line for line in failure.log.splitlines() if "error" in line), failure.log[:200])
             m.status, m.detail = "stillborn", first.strip()[:300]
         elif _same_code(original, module, cache):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kcontract.contract.patches import PatchError
 from kcontract.records.limits import check_launch, limits_for
 from kcontract.records.records import (
     UPDATE_HINT,
@@ -113,7 +114,7 @@ class Gate5Report:
 
 def gate5_units(loaded) -> list[Unit]:
     """The contract's compile units that hold a gate-5 entry's or a gate-5 control's kernel."""
-    wanted = {(k.source, tuple(k.options)) for k in [e.kernel.cuda for e in _entries(loaded)] +
+    wanted = {(k.source, tuple(k.options), k.patch) for k in [e.kernel.cuda for e in _entries(loaded)] +
               [c.kernel.cuda for c in _controls(loaded)]}
     return [u for u in group_units(contract_uses(loaded)) if u.ident in wanted]
 
@@ -165,7 +166,7 @@ def judge_kernel(loaded, entry, kernel, *, root: Path | None = None, cache: Comp
                       base, jobs)
     verdict = KernelVerdict(entry.name, strict=strict)
     failures = [f for f in built.failures if f.unit.ident in units]
-    verdict.errors += [f"{f.unit.label} does not compile for {f.sm}" for f in failures]
+    verdict.errors += [f"{f.unit.shown} does not compile for {f.sm}" for f in failures]
     report = Gate5Report(built.toolchain, loaded.targets, root, strict)
     verdict.findings = toolchain_findings(root, built.toolchain, loaded.targets)
     record, errors = _fresh_record(entry.name, kernel.cuda, entry.family, report, units, built, base)
@@ -264,12 +265,15 @@ def _fresh_record(name: str, kernel, family, report: Gate5Report, units: dict, b
     """The record an entry's (or a stand-in control's) kernel has now, and errors that block it."""
     shapes, errors = launch_shapes(family, sorted(kernel.symbols), name, kernel.launch)
     try:
-        source, headers, _ = read_inputs(resolve_source(base, kernel.source), tuple(kernel.options), base)
+        source, headers, _ = read_inputs(resolve_source(base, kernel.source), tuple(kernel.options), base,
+                                         resolve_source(base, kernel.patch) if kernel.patch else None)
     except OSError as error:
         return None, errors + [f"{name}: cannot read {kernel.source}: {error.strerror}"]
+    except PatchError as error:
+        return None, errors + [f"{name}: {kernel.patch}:{error.line}: {error.message}"]
     if errors:
         return None, errors
-    unit = units[(kernel.source, tuple(kernel.options))]
+    unit = units[(kernel.source, tuple(kernel.options), kernel.patch)]
     record = {"entry": name, "source": kernel.source, "toolchain": report.toolchain.id,
               "inputs_sha256": inputs_digest(source, headers, tuple(kernel.options)), "kernels": {}}
     for role, expression in sorted(kernel.symbols.items()):

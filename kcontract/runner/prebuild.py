@@ -9,6 +9,7 @@ from pathlib import Path
 from kcontract.launch.cuda import target_for
 from kcontract.machine import usable_cores
 from kcontract.runner.outcome import Task
+from kcontract.sassdiff.unchanged import unchanged_patches
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.units import unit_of
@@ -18,7 +19,8 @@ RECORDS_GATE = 5  # compiles for every target SM; the other gates for the GPU's 
 
 def prebuild(loaded, tasks: list[Task], device_sm: str | None) -> str | None:
     """Compile the tasks' CUDA units (every target for gate 5, the device's target otherwise); one line saying
-    what was built, or None when nothing was. Failures are left to the tasks, which report them by gate."""
+    what was built, or None when nothing was. Failures are left to the tasks, which report them by gate; a
+    control's patch that changes no machine code is a ContractError."""
     kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
     units, every_target = {}, False
     for task in tasks:
@@ -34,6 +36,10 @@ def prebuild(loaded, tasks: list[Task], device_sm: str | None) -> str | None:
     began = time.monotonic()
     built = build(list(units.values()), sms, CompileCache(cache_root(loaded.path)),
                   Path(loaded.path).resolve().parent, jobs=usable_cores())
+    unchanged = unchanged_patches(loaded, built)
+    if unchanged:
+        unchanged[0].others = unchanged[1:]
+        raise unchanged[0]
     return (f"compile: {built.compiled + built.cached} cubins ({len(units)} sources x "
             f"{len(sms) - len(built.skipped)} SMs), {built.cached} cached, {len(built.failures)} failed, "
             f"{time.monotonic() - began:.1f} s")

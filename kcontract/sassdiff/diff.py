@@ -111,7 +111,7 @@ def _build_side(directory: Path, contract_rel: str, shown: str, sms: list[str] |
     functions: dict[tuple[str, str], Unit] = {}
     for unit in units:
         for expression in unit.expressions:
-            functions.setdefault((unit.label, expression), unit)
+            functions.setdefault((unit.shown, expression), unit)
     chosen = sms or targets
     return targets, _Side(functions, build(units, chosen, cache, contract.parent, jobs) if chosen else Build())
 
@@ -133,7 +133,7 @@ def sass_diff(repo: Path, contract_rel: str, base_rev: str, head_rev: str | None
         _, base = _build_side(base_dir, contract_rel, f"{base_rev}:{contract_rel}", chosen, cache, jobs)
         result = SassDiff(base_rev, head_shown, list(chosen), skipped=skipped, toolchain=tool.id)
         for side, name in ((base, base_rev), (head, head_shown)):
-            result.failures += [f"{f.unit.label} does not compile for {f.sm} at {name}:\n{f.log.strip()}"
+            result.failures += [f"{f.unit.shown} does not compile for {f.sm} at {name}:\n{f.log.strip()}"
                                 for f in side.built.failures]
         sass = _disassemble(_needs_sass(base, head, chosen), cache, jobs)
         for key in sorted(set(base.functions) | set(head.functions)):

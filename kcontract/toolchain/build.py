@@ -8,6 +8,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kcontract.contract.patches import PatchError, read_patched
 from kcontract.toolchain.cache import CompileCache, compile_key
 from kcontract.toolchain.headers import include_dirs_of, local_headers
 from kcontract.toolchain.locate import Toolchain, find_toolchain
@@ -46,7 +47,7 @@ class Failure:
 
     def error(self) -> CompileError:
         """The user-facing error with the NVRTC log."""
-        return CompileError(self.unit.label, self.sm, self.log, self.unit.users)
+        return CompileError(self.unit.shown, self.sm, self.log, self.unit.users)
 
 
 @dataclass
@@ -71,10 +72,12 @@ def default_jobs() -> int:
     return max(1, int(value)) if value.isdigit() else max(1, min(os.cpu_count() or 1, 8))
 
 
-def read_inputs(source_path: Path, options: tuple[str, ...], base: Path) -> tuple[bytes, dict[str, bytes], tuple]:
-    """Source bytes, local header bytes by path relative to the source, and include dirs for NVRTC."""
+def read_inputs(source_path: Path, options: tuple[str, ...], base: Path,
+                patch: Path | None = None) -> tuple[bytes, dict[str, bytes], tuple]:
+    """Source bytes (with its patch applied, if any), local header bytes by path relative to the source, and
+    include dirs for NVRTC."""
     dirs = include_dirs_of(options, base)
-    source = source_path.read_bytes()
+    source = read_patched(source_path, patch)
     headers = {}
     for header in local_headers(source_path, dirs):
         try:
@@ -110,10 +113,14 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
     pending: dict[str, tuple[Unit, str, dict]] = {}
     for unit in units:
         try:
-            source, headers, include = read_inputs(unit.source, unit.options, base)
+            source, headers, include = read_inputs(unit.source, unit.options, base, unit.patch)
         except OSError as error:
             for sm in sms:
                 result.failures.append(Failure(unit, sm, f"cannot read {unit.source}: {error.strerror}"))
+            continue
+        except PatchError as error:
+            for sm in sms:
+                result.failures.append(Failure(unit, sm, f"{unit.patch_label}:{error.line}: {error.message}"))
             continue
         for sm in sms:
             if sm in result.skipped:
@@ -126,10 +133,12 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
                                                           tool.id)
                 result.cached += 1
                 continue
-            facts = {"label": unit.label, "sm": sm, "names": list(unit.expressions), "options": list(unit.options),
+            facts = {"label": unit.shown, "sm": sm, "names": list(unit.expressions), "options": list(unit.options),
                      "toolchain": tool.id}
             pending[key] = (unit, sm, facts)
-            todo.append((key, str(tool.nvrtc.path), source, unit.label, unit.expressions, sm,
+            # NVRTC resolves the program's quoted includes beside its name, taken from the working directory: the
+            # source's absolute path makes them the files this key hashed, wherever kcontract runs from
+            todo.append((key, str(tool.nvrtc.path), source, str(unit.source.resolve()), unit.expressions, sm,
                          _nvrtc_options(unit.options, base), (*include, str(tool.headers.path))))
     for key, outcome in _run(todo, jobs or default_jobs()):
         unit, sm, facts = pending[key]

@@ -19,22 +19,32 @@ class KernelUse:
     label: str  # the source as the contract writes it
     source: Path  # the source, resolved
     options: tuple[str, ...]
+    patch_label: str | None = None  # the patch applied to the source, as the contract writes it
+    patch: Path | None = None  # the patch, resolved
 
 
 @dataclass(frozen=True)
 class Unit:
-    """One source compiled with one option list; its cubin holds every instantiation anyone names."""
+    """One source (with its patch, if any) compiled with one option list; its cubin holds every instantiation
+    anyone names."""
 
     label: str
     source: Path
     options: tuple[str, ...]
     expressions: tuple[str, ...]
     users: tuple[str, ...]  # entry and control names, for messages
+    patch_label: str | None = None
+    patch: Path | None = None
 
     @property
-    def ident(self) -> tuple[str, tuple[str, ...]]:
-        """(label, options): what makes two uses share a unit."""
-        return self.label, self.options
+    def ident(self) -> tuple[str, tuple[str, ...], str | None]:
+        """(label, options, patch): what makes two uses share a unit."""
+        return self.label, self.options, self.patch_label
+
+    @property
+    def shown(self) -> str:
+        """`kernels/x.cu`, or `kernels/x.cu with controls/y.patch`."""
+        return self.label + (f" with {self.patch_label}" if self.patch_label else "")
 
 
 def resolve_source(base: Path, label: str) -> Path:
@@ -48,8 +58,9 @@ def uses_of(owner: str, name: str, kernel: CudaKernel | None, base: Path) -> lis
     if kernel is None:
         return []
     source = resolve_source(base, kernel.source)
-    return [KernelUse(owner, name, role, expression, kernel.source, source, tuple(kernel.options))
-            for role, expression in kernel.symbols.items()]
+    patch = resolve_source(base, kernel.patch) if kernel.patch else None
+    return [KernelUse(owner, name, role, expression, kernel.source, source, tuple(kernel.options), kernel.patch,
+                      patch) for role, expression in kernel.symbols.items()]
 
 
 def contract_uses(loaded, *, entries: bool = True, controls: bool = True) -> list[KernelUse]:
@@ -68,7 +79,7 @@ def contract_uses(loaded, *, entries: bool = True, controls: bool = True) -> lis
 def unit_of(loaded, kernel: CudaKernel) -> Unit:
     """The contract's compile unit of a CUDA kernel: its source and options with every name any entry or control
     of the contract gives it, so the launcher, gate 5 and `check` build (and run) the same cubin."""
-    ident = (kernel.source, tuple(kernel.options))
+    ident = (kernel.source, tuple(kernel.options), kernel.patch)
     for unit in group_units(contract_uses(loaded)):
         if unit.ident == ident:
             return unit
@@ -76,13 +87,13 @@ def unit_of(loaded, kernel: CudaKernel) -> Unit:
 
 
 def group_units(uses: list[KernelUse]) -> list[Unit]:
-    """One unit per (source, options), with the sorted union of its expressions."""
+    """One unit per (source, options, patch), with the sorted union of its expressions."""
     groups: dict[tuple, list[KernelUse]] = {}
     for use in uses:
-        groups.setdefault((use.label, use.options), []).append(use)
+        groups.setdefault((use.label, use.options, use.patch_label or ""), []).append(use)
     units = []
-    for (label, options), members in sorted(groups.items()):
+    for (label, options, _), members in sorted(groups.items()):
         units.append(Unit(label, members[0].source, options,
                           tuple(sorted({u.expression for u in members})),
-                          tuple(dict.fromkeys(u.name for u in members))))
+                          tuple(dict.fromkeys(u.name for u in members)), members[0].patch_label, members[0].patch))
     return units
