@@ -1,4 +1,5 @@
-"""The objects families, launchers and gates exchange: problems, expectations, variant runs."""
+"""The objects families, launchers and gates exchange: problems, expectations, variant runs, launch shapes and
+benchmark calls."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from kcontract.errors import UsageError
 from kcontract.numerics.xp import to_device
 
 
@@ -16,6 +18,31 @@ class OutputSpec:
 
     shape: tuple[int, ...]
     fmt: str  # "bf16", "fp16" or "fp32"
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    """How one kernel symbol role is launched: threads per block and dynamic shared memory in bytes (one value, or
+    {sm: bytes} where it differs per target SM)."""
+
+    role: str  # the kernel reference's symbol role, e.g. "partials"
+    threads: int
+    dynamic_smem: int | dict[str, int] = 0
+
+    def smem_on(self, sm: str) -> int:
+        """The bytes a launch on `sm` gives."""
+        return smem_on(self.dynamic_smem, sm)
+
+
+def smem_on(dynamic_smem: int | dict[str, int], sm: str) -> int:
+    """Dynamic shared memory on `sm`: the one value, or that SM's (sm_90a reads sm_90's) of a per-SM launch."""
+    if isinstance(dynamic_smem, int):
+        return dynamic_smem
+    for name in (sm, sm.rstrip("af")):
+        if name in dynamic_smem:
+            return dynamic_smem[name]
+    raise UsageError(f"the launch gives dynamic shared memory per SM ({', '.join(dynamic_smem)}) and none for {sm}: "
+                     f"add {sm} to the contract's `targets`")
 
 
 @dataclass(frozen=True)
@@ -32,7 +59,7 @@ class Assembled:
     """An input buffer given as a fill value and blocks written over it, built where the kernel runs.
 
     Host memory holds only the blocks (views of the rows' data), never the fill: a long cache slot that a
-    short row uses costs only that row's keys, and a call declaring a longer cache costs nothing more.
+    short row uses costs only that row's data, and a call declaring a longer cache costs nothing more.
     """
 
     shape: tuple[int, ...]
@@ -83,7 +110,7 @@ class Expected:
     lo: np.ndarray  # float64 values of RN(lo) in fmt, output shape
     hi: np.ndarray  # float64 values of RN(hi) in fmt
     center: np.ndarray  # float64 reference before output rounding
-    axes: tuple[str, ...]  # coordinate names, one per axis, e.g. ("row", "head", "dim")
+    axes: tuple[str, ...]  # coordinate names, one per axis, e.g. ("row", "unit", "col")
     mask: np.ndarray | None = None  # which elements are checked (None: all), e.g. the partial slots a row uses
 
 
@@ -132,3 +159,27 @@ class InvarianceSet:
     outputs: tuple[str, ...]  # outputs compared, first axis is the row
     variants: list[Variant]
     axes: tuple[str, ...] = ("row",)  # coordinate names of an output's axes, for reports
+
+
+@dataclass
+class BenchCall:
+    """One timed call of `kcontract bench`: shapes of its random bf16 inputs, small fixed inputs, outputs, scalars,
+    launches, the work it must do, and optionally a peer implementation timed on the same call."""
+
+    label: str  # the call's shape as tables print it, e.g. "d512 16/1"
+    size: dict[str, int]  # what the call's size is, by the family's names, e.g. {"rows": 4, "n": 131072}
+    random_inputs: dict[str, tuple[tuple[int, ...], float]]  # name -> (shape, RMS) of random bf16 values
+    fixed_inputs: dict[str, np.ndarray]
+    outputs: dict[str, OutputSpec]
+    scalars: dict[str, np.generic]
+    launches: tuple[KernelLaunch, ...]
+    bytes: int  # the fewest bytes the call must move (inputs read once, workspace written and read, output)
+    flops: int = 0  # useful flops
+    mma_flops: int = 0  # flops the kernel issues on tensor cores; 0: none counted
+    bound: str = "memory"  # the ceiling it is judged against: "memory" (the read ceiling) or "compute" (mma)
+    peer: Callable[[Any, int], tuple[float | None, str]] | None = None  # (timer, repeat) -> (us or None, name or why)
+
+    @property
+    def size_text(self) -> str:
+        """`rows 4, n 131072`."""
+        return ", ".join(f"{k} {v}" for k, v in self.size.items())

@@ -1,9 +1,10 @@
 """Receipt checks: every receipt beside a contract must be valid and current; `require_receipt` demands one.
 
 A receipt (receipts/<contract>-<device>.json) names its contract, covers all of it, lists the sha256 of every
-file the run depended on and the checker's package digest. It is stale when any of those changed; invalid
-when it lists no sources, covers part of its contract, or ran without a GPU although the contract has CUDA
-kernels.
+file the run depended on, the checker core's digest and the digest of each family it used. It is stale when any
+of those changed (another family's edits leave it current); invalid when it lists no sources, covers part of
+its contract, or ran without a GPU although the contract has CUDA kernels. `check` judges the receipts of its
+own contract, so contracts sharing a folder stay independent.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcontract.errors import KContractError
-from kcontract.provenance import file_sha256, package_digest
+from kcontract.identity import core_digest, family_digest, file_sha256
 
 RECEIPTS_DIR = "receipts"
 KIND = "kcontract-run"
@@ -47,28 +47,26 @@ class ReceiptReport:
 
 
 def check_receipts(loaded) -> ReceiptReport:
-    """Check every receipt beside the contract; one that sets `require_receipt` needs a current one of itself."""
-    from kcontract.contract.loader import load_contract
-
+    """Check every receipt of this contract beside it; one that sets `require_receipt` needs a current one."""
     base = Path(loaded.path).resolve().parent
     report = ReceiptReport()
     folder = base / RECEIPTS_DIR
     contract_rel = Path(loaded.path).resolve().relative_to(base).as_posix()
     covered = False
-    digest = package_digest()
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         shown = f"{RECEIPTS_DIR}/{path.name}"
-        report.receipts.append(shown)
         try:
             data = json.loads(path.read_text())
         except ValueError as error:
+            report.receipts.append(shown)
             report.stale.append(f"{shown}: not valid JSON ({error})")
             continue
-        problems = _problems(data, base, digest, load_contract, loaded if data.get("contract") == contract_rel
-                             else None)
+        if isinstance(data, dict) and data.get("kind") == KIND and data.get("contract") != contract_rel:
+            continue  # another contract's receipt: its own `check` judges it
+        report.receipts.append(shown)
+        problems = _problems(data, base, loaded, shown)
         report.stale += [f"{shown}: {p}" for p in problems]
-        if not problems and data.get("contract") == contract_rel:
-            covered = True
+        covered = covered or not problems
     if not covered and loaded.model.require_receipt:
         report.missing = True
         report.stale.append(f"{contract_rel} requires a receipt and no current one covers it: run "
@@ -77,13 +75,37 @@ def check_receipts(loaded) -> ReceiptReport:
     return report
 
 
+def rerun(loaded, receipt: str = "FILE") -> str:
+    """What to do about a stale receipt: the command that makes it anew, where it must run, and committing it."""
+    contract = Path(loaded.path).name
+    where = " on a GPU" if _has_cuda(loaded) else ""
+    return f"rerun `kcontract run --contract {contract} --receipt {receipt}`{where} and commit it"
+
+
+def checker_problems(recorded: dict, loaded, receipt: str = "FILE") -> list[str]:
+    """Where the checker that made a receipt differs from this one: its core, or a family the contract uses."""
+    fix = rerun(loaded, receipt)
+    recorded = recorded if isinstance(recorded, dict) else {}
+    problems = []
+    if recorded.get("sha256") != core_digest():
+        problems.append(f"made by another kcontract core (sha256 {str(recorded.get('sha256'))[:12]}, now "
+                        f"{core_digest()[:12]}): {fix}")
+    then = recorded.get("families") or {}
+    for cls in sorted({type(e.family) for e in loaded.entries}, key=lambda c: c.name):
+        now = family_digest(cls)
+        if then.get(cls.name) != now:
+            problems.append(f"family {cls.name} changed since the receipt (sha256 {str(then.get(cls.name))[:12]}, now "
+                            f"{now[:12]}): {fix}")
+    return problems
+
+
 def _has_cuda(loaded) -> bool:
     return any(e.kernel.cuda is not None for e in loaded.entries)
 
 
-def _problems(data, base: Path, digest: str, load, loaded) -> list[str]:
+def _problems(data, base: Path, loaded, receipt: str) -> list[str]:
     """What makes one receipt invalid or stale, one phrase each."""
-    fix = "rerun `kcontract run --receipt FILE` on a GPU and commit it"
+    fix = rerun(loaded, receipt)
     if not isinstance(data, dict) or data.get("kind") != KIND:
         return [f"not a kcontract receipt (no \"kind\": \"{KIND}\"): {fix}"]
     sources = data.get("sources")
@@ -100,16 +122,8 @@ def _problems(data, base: Path, digest: str, load, loaded) -> list[str]:
     if data.get("exit_code") != 0:
         problems.append(f"records a run that did not pass (exit code {data.get('exit_code')}: "
                         f"{str(data.get('summary', 'no summary'))[:160]}): fix it, then {fix}")
-    checker = (data.get("checker") or {}).get("sha256")
-    if checker != digest:
-        problems.append(f"made by another kcontract (package sha256 {str(checker)[:12]}, now {digest[:12]}): {fix}")
+    problems += checker_problems(data.get("checker"), loaded, receipt)
     contract = data.get("contract")
-    if not isinstance(contract, str) or not (base / contract).is_file():
-        return problems + [f"names no contract beside it ({contract!r}): {fix}"]
-    try:
-        loaded = loaded or load(str(base / contract), import_kernels=False)
-    except KContractError as error:
-        return problems + [f"its contract {contract} does not load ({error.message})"]
     covers = data.get("covers") or {}
     want = {"entries": len(loaded.entries), "controls": len(loaded.controls)}
     got = {k: covers.get(k) for k in want}

@@ -1,8 +1,8 @@
 """A content-addressed on-disk cache of what does not depend on the kernel: drawn inputs, references, ranges.
 
-A reference's key hashes the problem's input buffers and scalars, the entry's spec, the gate and case, and
-the source of the family's package and of kcontract's numerics; drawn inputs are keyed by that source, the
-spec, the seed and the family's own name for them. Each file carries the sha256 of its body; a file that
+A reference's key hashes the problem's input buffers and scalars, the entry's spec, the gate and case, the
+family's module set and kcontract's numerics; drawn inputs are keyed by those sources, the spec, the seed and
+the family's own name for them. Each file carries the sha256 of its body; a file that
 fails it, or does not load, is rebuilt, never trusted. Workers computing the same key wait for each other.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import inspect
 import json
 import os
 import pickle
@@ -24,6 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from kcontract.cachesize import touch
+from kcontract.identity import digest, family_digest
 from kcontract.problem import Assembled, Checked, Problem, Reference
 from kcontract.profiling import note_cache
 from kcontract.toolchain.cache import cache_root
@@ -35,13 +35,9 @@ LENGTH = struct.Struct("<Q")
 
 
 @lru_cache(maxsize=None)
-def numerics_digest(family_file: str) -> str:
-    """sha256 over the family package's sources and kcontract's numerics: any change invalidates the cache."""
-    h = hashlib.sha256()
-    files = sorted(Path(family_file).resolve().parent.rglob("*.py")) + sorted(NUMERICS.rglob("*.py")) + [PROBLEM]
-    for path in files:
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
+def numerics_digest() -> str:
+    """sha256 over kcontract's numerics and problem objects: what every family's references are built from."""
+    return digest(sorted(NUMERICS.rglob("*.py")) + [PROBLEM], NUMERICS.parent)
 
 
 def fingerprint(problem: Problem) -> str:
@@ -81,10 +77,11 @@ def _digest(facts: dict) -> str:
 
 
 def _family_facts(family) -> dict:
-    """What every key of a family holds: its name, its numerics' source, the entry (families draw per entry
-    name), its spec and the seed."""
-    return {"family": family.name, "numerics": numerics_digest(inspect.getfile(type(family))),
-            "entry": family.entry, "spec": family.spec.model_dump(mode="json"), "seed": family.seed}
+    """What every key of a family holds: its name and module set, the core numerics, the entry (families draw per
+    entry name), its spec, the kernel's exported constants and the seed."""
+    return {"family": family.name, "module_set": family_digest(type(family)), "numerics": numerics_digest(),
+            "entry": family.entry, "spec": family.spec.model_dump(mode="json"), "exports": family.exports,
+            "seed": family.seed}
 
 
 class ReferenceCache:

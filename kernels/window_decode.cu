@@ -63,6 +63,13 @@ constexpr int kReduceBytes = kKeyGroups<D, G> > 1 ? kKeyGroups<D, G> * G * D * 4
 // Dynamic shared memory of window_decode_partials<D, G> in bytes (the header comment gives the layout).
 template <int D, int G>
 constexpr int kPartialsSmemBytes = kKeyRowBytes + kHeadSlots * D * 2 + kPBytes + kVStages * kVKeys * D * 2;
+// What kcontract reads back from the cubin (contract.yaml `exports`), per launched instance <D, G>:
+template <int D, int G>
+__constant__ const int kExportPartialsSmemBytes = +kPartialsSmemBytes<D, G>;  // partials' dynamic shared memory
+template <int D, int G>
+__constant__ const int kExportPvKeyGroups = +kKeyGroups<D, G>;  // KG = 256 DT / D: o_c's fma chains per chunk
+template <int D, int G>
+__constant__ const int kExportMergeRuns = +kMergeWarps;  // the merge's runs of chunks, added in warp order
 template <int D, int G>
 struct Traits {
   static_assert(D == 128 || D == 256 || D == 512, "head dim D must be 128, 256 or 512");

@@ -75,6 +75,10 @@ constexpr int kRing = (kSmemLimit - kFrontBytes<D, G, PB>) / kStageBytes<D> < 8
 template <int D, int G, int PB>
 constexpr int kSmemBytes = kFrontBytes<D, G, PB> + kRing<D, G, PB> * kStageBytes<D>;
 
+// What kcontract reads back from the cubin (contract.yaml `exports`), per launched instance <D, G, PB>:
+template <int D, int G, int PB>
+__constant__ const int kExportPartialsSmemBytes = +kSmemBytes<D, G, PB>;  // on the SM this compiles for
+
 template <int D, int G, int PB>
 constexpr int kMinBlocks = D == 512 || kPass<D, G, PB> > 1 ? 1 : 2;  // two per SM where 128 registers do
 

@@ -86,6 +86,16 @@ constexpr int kTiles = kChains<D> == 1 ? 1 + 2 * kStages<D> : 1 + 2 * kChains<D>
 template <int D, int PB>
 constexpr int kSmemBytes = kTiles<D> * kTileBytes<D> + kPBuffers<D> * kParts<PB> * kPartBytes + kExchangeBytes;
 
+// What kcontract reads back from the cubin (contract.yaml `exports`), per launched instance <D, G, PB>:
+template <int D, int G, int PB>
+__constant__ const int kExportAttendSmemBytes =  // the attend launch's dynamic shared memory on this SM:
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030 || \
+                               __CUDA_ARCH__ == 1100)
+    +kSmemBytes<D, PB>;  // SMs of 227 KB opt-in shared memory per block
+#else
+    0;  // elsewhere none, as the contract launches it (the kernel traps off sm_90a)
+#endif
+
 template <int D>
 constexpr int kMinBlocks = D == 128 ? 2 : 1;  // two blocks per SM where registers and shared memory allow
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from kcontract.cli import cli
 from kcontract.contract.loader import load_contract
-from kcontract.provenance import file_sha256
+from kcontract.identity import file_sha256
 from kcontract.receipts import check_receipts
 from kcontract.report.receipt import build_receipt
 from kcontract.toolchain import locate
@@ -175,7 +175,8 @@ def test_receipts_current_and_stale(project):
     assert not stale.passed and stale.summary() == "1 of 1 receipts stale or invalid"
     assert stale.stale == [f"receipts/contract-h200.json: kernels/tiny.cu changed since the receipt (sha256 "
                            f"{receipt['sources']['kernels/tiny.cu'][:12]}, now {file_sha256(source)[:12]}): "
-                           f"rerun `kcontract run --receipt FILE` on a GPU and commit it"]
+                           f"rerun `kcontract run --contract contract.yaml --receipt receipts/contract-h200.json` on "
+                           f"a GPU and commit it"]
     done = check(project)
     assert done.exit_code == 1 and "kernels/tiny.cu changed since the receipt" in done.output
 
@@ -183,9 +184,9 @@ def test_receipts_current_and_stale(project):
 def test_a_receipt_is_stale_when_the_checker_changes(project, monkeypatch):
     write_receipt(project, gpu_receipt(project))
     assert receipts_of(project).passed
-    monkeypatch.setattr("kcontract.receipts.package_digest", lambda: "0" * 64)
+    monkeypatch.setattr("kcontract.receipts.core_digest", lambda: "0" * 64)
     stale = receipts_of(project)
-    assert not stale.passed and "made by another kcontract" in stale.stale[0]
+    assert not stale.passed and "made by another kcontract core" in stale.stale[0]
 
 
 @pytest.mark.parametrize("change, why", [

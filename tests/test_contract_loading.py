@@ -8,15 +8,14 @@ import pytest
 from click.testing import CliRunner
 from pydantic import Field
 
-import kcontract.families.base as base
+import kcontract.family.registry as registry
 from kcontract.cli import cli
 from kcontract.contract.loader import load_contract
 from kcontract.contract.model import Strict
 from kcontract.errors import ContractError
 from kcontract.families.attention.spec import DecodeSpec
-from kcontract.families.base import Family, register
-
-_REAL_DISCOVER = base._discover
+from kcontract.family.base import Family
+from kcontract.gatetable import Suite
 
 
 class FakeCase(Strict):
@@ -35,18 +34,27 @@ class FakeSpec(Strict):
 
 
 class _Trivial(Family):
-    """A family whose gates run its declared cases and check nothing."""
+    """A family whose suites run its declared cases and check nothing."""
 
-    def cases(self, gate: int) -> list[str]:
-        return [case.name for case in self.spec.cases] if gate in self.gates else []
+    def cases(self, suite: Suite) -> list[str]:
+        return [case.name for case in self.spec.cases] if suite in self.suites else []
+
+    def checks(self, suite: Suite, case: str) -> list:
+        return []
+
+    def invariance(self, suite: Suite, case: str) -> list:
+        return []
+
+    def launch_shapes(self) -> list:
+        return []
 
 
 class FakeFamily(_Trivial):
-    """A family feeding gates 1 and 2."""
+    """A family feeding the realistic and variants suites (gates 1 and 2)."""
 
     name = "test.fake"
     Spec = FakeSpec
-    gates = (1, 2)
+    suites = frozenset({Suite.REALISTIC, Suite.VARIANTS})
 
 
 class FakeDecode(_Trivial):
@@ -54,16 +62,25 @@ class FakeDecode(_Trivial):
 
     name = "test.decode"
     Spec = DecodeSpec
-    gates = (1, 2, 3, 4)
+    suites = frozenset(Suite)
+
+
+class _Installed:
+    """An entry point that loads a class already in hand."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def load(self):
+        return self.cls
 
 
 @pytest.fixture(autouse=True)
 def fakes(monkeypatch):
-    """Register the fake families in a throwaway registry and skip importing the real ones."""
-    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
-    monkeypatch.setattr(base, "_discover", lambda: None)
-    register(FakeFamily)
-    register(FakeDecode)
+    """Install the fake families beside the real ones, as plug-ins are found."""
+    real = registry._plugins()
+    monkeypatch.setattr(registry, "_plugins", lambda: {**real, "test.fake": _Installed(FakeFamily),
+                                                       "test.decode": _Installed(FakeDecode)})
 
 
 VALID = textwrap.dedent("""\
@@ -161,7 +178,7 @@ def test_valid_contract_loads(tmp_path):
     assert (first.name, first.family_name, first.gates, first.line) == ("first", "test.fake", [1, 2], 4)
     assert (second.gates, second.line, second.kernel_label) == ([1], 13, "k.cu")
     assert first.family.spec.weights == (1.0, 2.5) and isinstance(first.family.spec.scale, float)
-    assert first.family.cases(1) == ["short"] and first.family.seed == 7
+    assert first.family.cases(Suite.REALISTIC) == ["short"] and first.family.seed == 7
     assert first.kernel_label == "pkg.kernels:decode" and first.timeout == 300.0
     assert [c.name for c in loaded.controls] == ["broken-merge"]
     assert loaded.known_findings[0].entry == "second"
@@ -182,7 +199,7 @@ def test_exponent_floats_are_numbers(tmp_path):
 MISTAKES = [
     # (what, old, new, expected message start, words in the message)
     ("unknown top-level key", "seed: 7\n", "seed: 7\ncolour: red\n",
-     "F:3: colour: unknown key; expected one of: version, seed, targets, require_receipt, kernels, entries, controls, known_findings",
+     "F:3: colour: unknown key; expected one of: version, seed, targets, require_receipt, folders, kernels, entries, controls, known_findings",
      ["given: 'colour'"]),
     ("unknown key inside a family case", "        rows: [1, 2]\n", "        rows: [1, 2]\n        row: 3\n",
      "F:11: entries[0].cases[0].row: unknown key; expected one of: name, rows, given: 'row'", []),
@@ -365,8 +382,8 @@ class TestAttentionFamily:
         pytest.importorskip("kcontract.families.attention.family")
         loaded = load_contract(write(tmp_path, DECODE.replace("test.decode", "attention.decode")))
         entry = loaded.entries[0]
-        assert entry.family_name == "attention.decode" and entry.family.cases(1) == ["ring", "lin"]
-        assert entry.gates == sorted(type(entry.family).gates)
+        assert entry.family_name == "attention.decode" and entry.family.cases(Suite.REALISTIC) == ["ring", "lin"]
+        assert entry.gates == [1, 2, 3, 4]  # a Python kernel: every suite, no records
 
 
 def test_an_alias_bomb_is_refused_before_it_expands(tmp_path):

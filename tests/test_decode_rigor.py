@@ -18,13 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcontract.families.attention.bounds import decode_row_range, expected_bounds
+from kcontract.families.attention.bounds import decode_row_range
 from tests.oracles.mma_model import LITERATURE as MMA_H200
 from tests.oracles.mma_model import chain as mma_chain
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.weights import score_error
 from kcontract.gates.ranges import RangeTally
-from kcontract.numerics import next_down, next_up, rn_bits, round_to, ulp_of
+from kcontract.numerics import expected_bounds, next_down, next_up, rn_bits, round_to, ulp_of
 from kcontract.problem import Checked, Expected, OutputSpec, Problem, Reference
 
 L2E = np.float32(np.log2(np.e))

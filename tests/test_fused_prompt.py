@@ -1,4 +1,4 @@
-"""The fused prompt ABI and its declared order window_prompt_wgmma: the numpy double of the fused kernel passes
+"""The fused prompt ABI and its declared order online_mma: the numpy double of the fused kernel passes
 gates 1-4 with both planted faults red, the replay's quad sums and online merge (in one chain or in several) are the
 fp32 order they declare, the double's results lie inside the replayed ranges, natural k-steps group 16 consecutive
 dims, and contradicting declarations are refused by name."""
@@ -26,13 +26,15 @@ from kcontract.families.attention.reference import replayed_outputs
 from kcontract.families.attention.replay import _merge_online, _quad_sums, exp_interval, replay_row, replay_rows
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic, DecodeSpec
-from kcontract.families.attention.tensorcore import kstep, kstep_dims, replay_dots
+from kcontract.families.attention.tensorcore import kstep_dims, replay_dots
+from kcontract.numerics.tensorcore import kstep
 from kcontract.numerics import round_to, rn_bits
+from kcontract.gatetable import Suite
 from tests.doubles.prompt_fused import attend_tile, online_merge, quad_sums
 from tests.test_replay import bf16_row, rn32_exact
 
 ROOT = Path(__file__).resolve().parents[1]
-FUSED = {"chunk": 64, "score": "mma_bf16", "score_order": "replay_natural", "sum_order": "window_prompt_wgmma",
+FUSED = {"chunk": 64, "score": "mma_bf16", "score_order": "replay_natural", "sum_order": "online_mma",
          "pv": "mma_bf16", "partials": "hidden"}
 SUMMARY = ("SUMMARY 4 kernels: 4 pass gates 1-4, 0 fail, 0 known findings; 2 controls: 2 red as planted, 0 missed; "
            "0 limit problems")
@@ -166,7 +168,7 @@ def test_the_doubles_fp32_results_lie_inside_the_replayed_ranges(p_bf16, heights
         got = round_to(y.astype(np.float64), "bf16")
         for i, (first, last) in enumerate(zip(firsts, lasts)):
             found = replay_row(qs[i], k[first:last + 1], v[first:last + 1], first, last, scale, 64, group,
-                               order="window_prompt_wgmma", p_round="bf16" if p_bf16 else "none",
+                               order="online_mma", p_round="bf16" if p_bf16 else "none",
                                grouping="natural")
             lo, hi = found["out"]
             inside = (lo <= got[i]) & (got[i] <= hi)
@@ -185,9 +187,9 @@ def test_rows_replayed_together_in_the_online_order_get_the_bounds_each_gets_alo
     q, k, v, scale = bf16_row(rng, group, 400, d, k_rms=0.3)
     rows = [(round_to(q + 0.2 * rng.standard_normal(q.shape), "bf16"), k[first:pos + 1], v[first:pos + 1], first,
              pos, None) for first, pos in ((10, 300), (64, 383), (0, 290))]  # five chunks each
-    together = replay_rows(rows, scale, 64, group, order="window_prompt_wgmma", p_round="bf16", grouping="natural")
+    together = replay_rows(rows, scale, 64, group, order="online_mma", p_round="bf16", grouping="natural")
     for row, got in zip(rows, together):
-        alone = replay_row(*row[:5], scale, 64, group, order="window_prompt_wgmma", p_round="bf16",
+        alone = replay_row(*row[:5], scale, 64, group, order="online_mma", p_round="bf16",
                            grouping="natural")
         for name in ("out", "row_m"):
             assert all(np.array_equal(a, b) for a, b in zip(alone[name], got[name])), name
@@ -316,7 +318,7 @@ def test_the_chained_doubles_results_lie_inside_the_chained_replay(p_bf16, heigh
     moved, longer, decided = 0, 0, []
     for q, first, last, y, y1, top in rows:
         found = replay_row(q, k[first:last + 1], v[first:last + 1], first, last, scale, 64, 2,
-                           order="window_prompt_wgmma", p_round="bf16" if p_bf16 else "none", grouping="natural",
+                           order="online_mma", p_round="bf16" if p_bf16 else "none", grouping="natural",
                            chains=chains)
         lo, hi = found["out"]
         got = round_to(y.astype(np.float64), "bf16")
@@ -349,11 +351,11 @@ def test_rows_replayed_together_in_chains_get_the_bounds_each_gets_alone(monkeyp
 
     monkeypatch.setattr(replay, "_merge_online", merge)
     for chains in (2, 3):
-        together = replay_rows(rows, scale, 64, group, order="window_prompt_wgmma", p_round="bf16",
+        together = replay_rows(rows, scale, 64, group, order="online_mma", p_round="bf16",
                                grouping="natural", chains=chains)
         assert np.array_equal(merges[-1], (np.array([[0], [1], [0], [1], [2]]) + np.arange(5)) % chains)
         for row, got in zip(rows, together):
-            alone = replay_row(*row[:5], scale, 64, group, order="window_prompt_wgmma", p_round="bf16",
+            alone = replay_row(*row[:5], scale, 64, group, order="online_mma", p_round="bf16",
                                grouping="natural", chains=chains)
             for name in ("out", "row_m"):
                 assert all(np.array_equal(a, b) for a, b in zip(alone[name], got[name])), (chains, name)
@@ -371,7 +373,7 @@ def test_the_reference_replays_the_declared_merge_chains():
     for chains in (1, 2):
         arith = Arithmetic(**(FUSED | {"prob_round": "bf16", "merge_chains": chains}))
         got = replayed_outputs([row], arith, 0.25, row_m=True)["out"]
-        want = replay_row(row.q, row.k, row.v, row.first, row.pos, 0.25, 64, 2, order="window_prompt_wgmma",
+        want = replay_row(row.q, row.k, row.v, row.first, row.pos, 0.25, 64, 2, order="online_mma",
                           p_round="bf16", grouping="natural", chains=chains)["out"]
         assert np.array_equal(got.lo[0], want[0]) and np.array_equal(got.hi[0], want[1]), chains
         ranges[chains] = (got.lo, got.hi)
@@ -381,17 +383,17 @@ def test_the_reference_replays_the_declared_merge_chains():
 def test_merge_chains_are_refused_outside_the_online_order():
     assert Arithmetic(**(FUSED | {"merge_chains": 8})).merge_chains == 8
     assert PromptSpec.model_validate(fused_spec(arithmetic=FUSED | {"merge_chains": 2})).arithmetic.merge_chains == 2
-    mma = {"score": "mma_bf16", "score_order": "replay", "sum_order": "window_prompt_mma"}
-    for fields, given in (({}, "any"), (mma, "window_prompt_mma")):
+    mma = {"score": "mma_bf16", "score_order": "replay", "sum_order": "split_mma"}
+    for fields, given in (({}, "any"), (mma, "split_mma")):
         with pytest.raises(ValueError, match=re.escape(f"merge_chains: 2 splits an online merge into chains: it needs "
-                                                       f"sum_order: window_prompt_wgmma, given: sum_order: {given}")):
+                                                       f"sum_order: online_mma, given: sum_order: {given}")):
             Arithmetic(merge_chains=2, **fields)
     for n in (0, 9):
         with pytest.raises(ValueError, match="merge_chains"):
             Arithmetic(**(FUSED | {"merge_chains": n}))
     with pytest.raises(ValueError, match="merge chains belong to an online merge"):
         replay_row(np.zeros((2, 64)), np.zeros((10, 1, 64)), np.zeros((10, 1, 64)), 0, 9, 0.125, 256, 2,
-                   order="window_prompt", chains=2)
+                   order="split_chain", chains=2)
 
 
 def fused_spec(**fields) -> dict:
@@ -403,20 +405,20 @@ def fused_spec(**fields) -> dict:
 def test_a_fused_call_is_one_attend_launch_with_row_maxima_and_no_partials():
     f = AttentionPrompt("p", PromptSpec.model_validate(fused_spec()), 3)
     assert f.kernel_abi() == ATTEND_ARGS and f.kernel_abi()[7:9] == ("out", "row_m")
-    assert [s["symbol"] for s in f.launch_shapes()] == ["attend"]
+    assert [s.role for s in f.launch_shapes()] == ["attend"]
     problem = f.exactness("c")[0].problem
     assert set(problem.outputs) == {"out", "row_m"} and problem.outputs["row_m"].shape == (80, 4)
     assert "n_part" not in problem.scalars
     (launch,) = problem.launches
     # G = 2: tiles of 32 rows with both query heads of a key head; 70 rows take 3 tiles, 10 rows 1
     assert launch.role == "attend" and launch.grid == (4, 2, 1) and launch.args == ATTEND_ARGS
-    inv = f.invariance("c")[0]
+    inv = f.invariance(Suite.VARIANTS, "c")[0]
     assert inv.outputs == ("out", "row_m")
     labels = [variant.label for variant in inv.variants]
     assert "rerun" in labels and not any("n_part" in label for label in labels)
     split = AttentionPrompt("s", PromptSpec.model_validate(fused_spec(abi="split", arithmetic={})), 3)
     assert f.case_buffer_bytes("c") < split.case_buffer_bytes("c")  # no partials
-    call = f.bench_calls([1024], [1])[0]
+    call = f.bench_calls({"keys": (1024,), "rows": (1,)})[0]
     assert call.label == "prompt d64 4/2 P32 fused" and set(call.outputs) == {"out", "row_m"}
     assert [launch.grid for launch in call.launches] == [(16, 2, 1)]  # 512 rows in tiles of 32, per key head
 
@@ -425,11 +427,11 @@ def test_a_fused_call_is_one_attend_launch_with_row_maxima_and_no_partials():
     ({"chunk": 256}, "it needs score_order: replay_natural, exp: expf, prob_round: none or bf16, div: ieee, "
                      "out: bf16, chunk: 64, no rescales"),
     ({"score_order": "replay"}, "it needs score_order: replay_natural"),
-    ({"partials": "checked"}, "sum_order: window_prompt_wgmma merges online and writes no partials: it needs "
+    ({"partials": "checked"}, "sum_order: online_mma merges online and writes no partials: it needs "
                               "partials: hidden"),
-    ({"pv": "fp32"}, "sum_order: window_prompt_wgmma sums p times V on tensor cores: it needs pv: mma_bf16"),
+    ({"pv": "fp32"}, "sum_order: online_mma sums p times V on tensor cores: it needs pv: mma_bf16"),
     ({"prob_round": "bf16_numerator"}, "prob_round: none or bf16"),
-    ({"sum_order": "window_prompt_mma", "partials": "checked"}, "it needs score_order: replay, exp: expf"),
+    ({"sum_order": "split_mma", "partials": "checked"}, "it needs score_order: replay, exp: expf"),
     ({"score": "fp32", "sum_order": "any"}, "score_order: replay_natural replays tensor-core k-steps: it needs "
                                             "score: mma_bf16"),
 ])
@@ -439,10 +441,10 @@ def test_contradicting_arithmetic_is_refused_by_field(fields, words):
 
 
 @pytest.mark.parametrize("fields, words", [
-    ({"arithmetic": {"score": "mma_bf16", "score_order": "replay", "sum_order": "window_prompt_mma"}},
-     "abi: fused is one launch that merges online and writes no partials: it needs sum_order: window_prompt_wgmma "
-     "and partials: hidden, given: sum_order: window_prompt_mma, partials: checked"),
-    ({"abi": "split"}, "sum_order: window_prompt_wgmma is the fused kernel's order (one launch, an online merge): it "
+    ({"arithmetic": {"score": "mma_bf16", "score_order": "replay", "sum_order": "split_mma"}},
+     "abi: fused is one launch that merges online and writes no partials: it needs sum_order: online_mma "
+     "and partials: hidden, given: sum_order: split_mma, partials: checked"),
+    ({"abi": "split"}, "sum_order: online_mma is the fused kernel's order (one launch, an online merge): it "
                        "needs abi: fused"),
 ])
 def test_an_abi_contradicting_its_order_is_refused(fields, words):

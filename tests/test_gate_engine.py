@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from kcontract.contract.model import KernelRef
+from kcontract.family.base import Family
+from kcontract.gatetable import Suite
 from kcontract.gates import invariance
 from kcontract.gates.context import GateContext
 from kcontract.gates.ranges import RangeTally
@@ -16,9 +18,13 @@ from kcontract.problem import Checked, Expected, InvarianceSet, OutputSpec, Prob
 
 
 class FakeFamily:
-    """Just enough family for GateContext: one case for every gate."""
+    """Just enough family for GateContext: one case for every suite, the core's failure hints."""
 
-    def cases(self, gate):
+    name = "fake"
+    suites = frozenset(Suite)
+    hints = Family.hints
+
+    def cases(self, suite):
         return ["c"]
 
 
@@ -110,15 +116,15 @@ def inv_set(batch_sizes) -> InvarianceSet:
 @pytest.mark.parametrize("sizes, passes", [((1,), True), ((1, 2), False)])
 def test_invariance_gate_flags_any_changed_bit(sizes, passes):
     family = FakeFamily()
-    family.invariance = lambda case: [inv_set(sizes)]
+    family.invariance = lambda suite, case: [inv_set(sizes)]
     launcher = FlipLauncher()
-    r = invariance.run(ctx(launcher, family))
+    r = invariance.run(2, ctx(launcher, family))
     assert r.passed is passes
     assert r.checked == 8 * len(sizes)
     assert launcher.fetched == {("out",)}  # only the compared outputs come back from the device
     if not passes:
         assert r.worst.coords == {"row": 0, "dim": 3} and "b2" in r.worst.got
-        assert "atomics" in r.message
+        assert any("atomics" in cause for cause in r.causes)
 
 
 class NanBaseLauncher:
@@ -135,8 +141,8 @@ class NanBaseLauncher:
 
 def test_invariance_counts_add_up_and_nan_in_the_base_fails():
     family = FakeFamily()
-    family.invariance = lambda case: [inv_set((1, 1, 1))]
-    r = invariance.run(ctx(NanBaseLauncher(), family))
+    family.invariance = lambda suite, case: [inv_set((1, 1, 1))]
+    r = invariance.run(2, ctx(NanBaseLauncher(), family))
     assert not r.passed and r.checked == 24 and r.failures == 3 and r.bit_equal == 21
     assert r.checked == r.bit_equal + r.failures
     assert r.worst.got == "NaN or unwritten"

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from kcontract.launch import gpu_present
+from kcontract.gatetable import Suite
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +40,7 @@ def test_faulting_and_hanging_kernels_are_named_and_the_run_goes_on():
     assert re.search(r"^wrong_smem: error: kernel \.\./\.\./kernels/window_decode\.cu failed in call small: ",
                      proc.stdout, re.M), proc.stdout
     assert re.search(r"^hangs: timed out: no answer within 20 s", proc.stdout, re.M)
-    assert re.search(r"^after gate 3 merge rescale: pass", proc.stdout, re.M)
+    assert re.search(r"^after gate 3 split-merge stress: pass", proc.stdout, re.M)
 
 
 def test_a_python_kernel_on_device_arrays_runs_its_gates():
@@ -55,7 +56,7 @@ def test_the_cuda_launcher_poisons_and_writes_every_output():
     loaded = load_contract(str(ROOT / "contract.yaml"))
     entry = loaded.entry("decode_d128_g4_global")
     launcher = launcher_for(entry.kernel, loaded, entry)
-    checked = entry.family.checks(1, entry.family.cases(1)[0])[0]
+    checked = entry.family.checks(Suite.REALISTIC, entry.family.cases(Suite.REALISTIC)[0])[0]
     outputs = launcher.run(checked.problem)
     assert not np.any((outputs["out"] & 0x7F80 == 0x7F80) & (outputs["out"] & 0x7F != 0))
     assert launcher.provenance()["sm"].startswith("sm_") and len(launcher.provenance()["cubin_sha256"]) == 64
@@ -88,15 +89,15 @@ def test_gpu_and_numpy_references_agree_on_every_family():
     for entry in loaded.entries:
         families.setdefault(entry.family.name, []).append(entry)
     for name, entries in families.items():
-        size = {e.name: max(e.family.case_bytes(c) for c in e.family.cases(1)) for e in entries}
+        size = {e.name: max(e.family.case_bytes(c) for c in e.family.cases(Suite.REALISTIC)) for e in entries}
         entries.sort(key=lambda e: size[e.name])
         picked = [e for i, e in enumerate(entries)  # the smallest, and more within a budget: numpy is the slow side
                   if i == 0 or sum(size[x.name] for x in entries[:i + 1]) <= REFERENCE_BUDGET]
         for entry in picked:
             family = entry.family
-            for gate in (1, 3):
-                for case in family.cases(gate)[-1:]:
-                    checked = family.checks(gate, case)[0]
+            for suite in (Suite.REALISTIC, Suite.STRESS):
+                for case in family.cases(suite)[-1:]:
+                    checked = family.checks(suite, case)[0]
                     cpu, gpu = references_on("numpy", checked), references_on("cupy", checked)
                     for a, b in zip(cpu.expected, gpu.expected):
                         assert np.all(a.lo <= b.hi) and np.all(b.lo <= a.hi), (name, entry.name, case)
@@ -118,8 +119,8 @@ def test_the_sanitizer_finds_the_missing_barrier_and_nothing_in_its_entry(tmp_pa
     assert "planted and missed: 0" in proc.stdout and "decode_missing_syncthreads" in proc.stdout
 
 
-@pytest.mark.parametrize("order, p_round", [("window_decode", "none"), ("window_prompt_mma", "none"),
-                                            ("window_prompt_mma", "bf16")])
+@pytest.mark.parametrize("order, p_round", [("split_lanes", "none"), ("split_mma", "none"),
+                                            ("split_mma", "bf16")])
 def test_the_declared_order_replays_alike_on_cupy_and_numpy(order, p_round):
     import cupy
 
@@ -130,8 +131,9 @@ def test_the_declared_order_replays_alike_on_cupy_and_numpy(order, p_round):
     q = round_to(rng.standard_normal((8, 256)), "bf16")
     k = round_to(rng.standard_normal((3000, 1, 256)) * 0.1, "bf16")
     v = round_to(rng.standard_normal((3000, 1, 256)), "bf16")
-    cpu = replay_row(q, k, v, 40, 3039, 0.0625, 256, 8, xp=np, order=order, p_round=p_round)
-    gpu = replay_row(q, k, v, 40, 3039, 0.0625, 256, 8, xp=cupy, order=order, p_round=p_round)
+    counts = {"pv_key_groups": 4, "merge_runs": 8}  # the split decode kernel's at head dim 256, 8 heads per key head
+    cpu = replay_row(q, k, v, 40, 3039, 0.0625, 256, 8, xp=np, order=order, p_round=p_round, kernel=counts)
+    gpu = replay_row(q, k, v, 40, 3039, 0.0625, 256, 8, xp=cupy, order=order, p_round=p_round, kernel=counts)
     for name in ("m", "l", "o", "out"):
         assert np.all(cpu[name][0] <= gpu[name][1]) and np.all(gpu[name][0] <= cpu[name][1]), name
     assert np.array_equal(cpu["m"][0], gpu["m"][0])  # the replayed scores are the same bits
@@ -151,7 +153,7 @@ def test_the_online_order_in_merge_chains_replays_alike_on_cupy_and_numpy(chains
     k = round_to(rng.standard_normal((1100, 1, 256)) * 0.1, "bf16")
     v = round_to(rng.standard_normal((1100, 1, 256)), "bf16")
     rows = [(q, k[first:pos + 1], v[first:pos + 1], first, pos, None) for first, pos in ((40, 1039), (100, 1099))]
-    kw = dict(order="window_prompt_wgmma", p_round="bf16", grouping="natural", chains=chains)
+    kw = dict(order="online_mma", p_round="bf16", grouping="natural", chains=chains)
     cpu = replay_rows(rows, 0.0625, 64, 8, xp=np, **kw)
     gpu = replay_rows(rows, 0.0625, 64, 8, xp=cupy, **kw)
     for c, g in zip(cpu, gpu):

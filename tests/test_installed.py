@@ -91,7 +91,7 @@ def test_aborting_and_hanging_kernels_are_reported_and_the_run_goes_on():
     assert re.search(r"^aborts gate \d: crashed: worker died \(signal SIGABRT\)", proc.stdout, re.M), proc.stdout
     assert re.search(r"^hangs gate \d: timed out: no answer within 8 s \(the timeout of each gate\)", proc.stdout,
                      re.M), proc.stdout
-    assert re.search(r"^after gate 4 integer-mirror sums: pass", proc.stdout, re.M)
+    assert re.search(r"^after gate 4 exact-sum inputs: pass", proc.stdout, re.M)
     no_traceback(proc)
 
 
@@ -222,7 +222,7 @@ def test_a_small_declared_scale_keeps_the_hard_selection_mirror_exact(tmp_path):
     body = (ENTRY % "tests.doubles.decode:window_decode").replace("    stress:", "    scale: 0.002\n    stress:")
     proc = kcontract("run", "--contract", str(write_contract(tmp_path, body)), "--gate", "4", cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"^dec gate 4 integer-mirror sums: pass, \d+ checked, .* 0 failures", proc.stdout, re.M)
+    assert re.search(r"^dec gate 4 exact-sum inputs: pass, \d+ checked, .* 0 failures", proc.stdout, re.M)
 
 
 def test_help_lists_the_exit_codes():

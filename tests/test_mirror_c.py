@@ -9,6 +9,7 @@ import pytest
 
 from kcontract.contract.loader import load_contract
 from kcontract.launch.python import PythonLauncher
+from kcontract.gatetable import Suite
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = load_contract(str(ROOT / "tests" / "contracts" / "cpu.yaml"))
@@ -22,7 +23,7 @@ def family_of(entry: str, **arith):
 
 def failures_per_row(family, kernel: str, case: str) -> dict[str, dict[str, int]]:
     """{row tag: {output: outputs outside their range}} for one gate-4 case run by a Python kernel."""
-    checked = family.checks(4, case)[0]
+    checked = family.checks(Suite.EXACT, case)[0]
     got = PythonLauncher(kernel).run(checked.problem)
     reference = checked.compute_reference()
     found: dict[str, dict[str, int]] = {}
@@ -43,7 +44,7 @@ def failures_per_row(family, kernel: str, case: str) -> dict[str, dict[str, int]
 ])
 def test_faults_the_output_hides_are_red_on_plain_rows(kernel, entry, output):
     family = family_of(entry)
-    case = next(c for c in family.cases(4) if c.startswith("mirror-C/"))
+    case = next(c for c in family.cases(Suite.EXACT) if c.startswith("mirror-C/"))
     faulty = failures_per_row(family, kernel, case)
     plain = [tag for tag in faulty if tag.endswith("plain")]
     assert plain and all(faulty[tag][output] > 0 for tag in plain), faulty
@@ -67,10 +68,10 @@ def test_mirror_c_scores_are_exact_in_fp32_and_not_in_bf16():
 
 def test_a_kernel_that_hides_its_partials_is_checked_on_its_output_only():
     hidden = family_of("np_decode_d128_g4", partials="hidden")
-    case = hidden.cases(1)[0]
-    assert [e.output for e in hidden.checks(1, case)[0].compute_reference().expected] == ["out"]
+    case = hidden.cases(Suite.REALISTIC)[0]
+    assert [e.output for e in hidden.checks(Suite.REALISTIC, case)[0].compute_reference().expected] == ["out"]
     shown = family_of("np_decode_d128_g4")
-    assert [e.output for e in shown.checks(1, case)[0].compute_reference().expected] == [
+    assert [e.output for e in shown.checks(Suite.REALISTIC, case)[0].compute_reference().expected] == [
         "out", "part_m", "part_l", "part_o"]
 
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kcontract.families.attention import mma_sums
-from kcontract.families.attention.bounds import decode_row_range, expected_bounds
+from kcontract.families.attention.bounds import decode_row_range, pv_parts
 from kcontract.families.attention.partials import partial_ranges
 from kcontract.families.attention.spec import Arithmetic
-from kcontract.families.attention.tensorcore import kstep, replay_scores
+from kcontract.families.attention.tensorcore import replay_scores
 from kcontract.families.attention.window import chunk_of_key
-from kcontract.numerics import U32, gamma, round_to
+from kcontract.numerics import U32, expected_bounds, gamma, kstep, kstep_sum_error, round_to, touched_steps
 
 D, G, CHUNK = 64, 4, 256
 
@@ -97,18 +96,19 @@ def test_a_two_key_chunk_falls_below_ieee_and_inside_the_pv_mma_bound():
     exact, total = float(p @ v), float(np.abs(p) @ np.abs(v))
     ieee = float(gamma(2, U32)) * total
     assert acc[0] < round_to(np.array(exact - ieee), "fp32")
-    mma = mma_sums.relative_error(2, CHUNK, "none") * total
+    mma = kstep_sum_error(2, CHUNK, pv_parts("none")) * total
     assert exact - mma <= acc[0] <= exact + mma
 
 
 def test_relative_error_counts_parts_and_touched_steps():
-    assert mma_sums.steps(2, CHUNK) == 2 and mma_sums.steps(256, CHUNK) == 16 and mma_sums.steps(0, CHUNK) == 0
-    assert mma_sums.relative_error(2, CHUNK, "none") == 3 * mma_sums.relative_error(2, CHUNK, "bf16")
+    assert touched_steps(2, CHUNK) == 2 and touched_steps(256, CHUNK) == 16 and touched_steps(0, CHUNK) == 0
+    assert kstep_sum_error(2, CHUNK, pv_parts("none")) == 3 * kstep_sum_error(2, CHUNK, pv_parts("bf16"))
+    assert pv_parts("bf16_numerator") == 1
 
 
 @pytest.mark.parametrize("fields, words", [
-    ({"sum_order": "window_prompt_mma", "pv": "fp32"}, "it needs pv: mma_bf16"),
-    ({"sum_order": "window_prompt", "pv": "mma_bf16"}, "it needs pv: fp32"),
+    ({"sum_order": "split_mma", "pv": "fp32"}, "it needs pv: mma_bf16"),
+    ({"sum_order": "split_chain", "pv": "mma_bf16"}, "it needs pv: fp32"),
     ({"pv": "mma_bf16", "rescales_per_key": 1}, "no online rescale"),
 ])
 def test_pv_declarations_that_contradict_are_refused(fields, words):

@@ -35,7 +35,7 @@ def test_sites_skip_comments_strings_and_includes():
     for m in made:
         changed = [i for i, (x, y) in enumerate(zip(SOURCE.splitlines(), m.source.splitlines())) if x != y]
         assert changed == [m.line - 1] and len(m.source.splitlines()) == len(SOURCE.splitlines())
-    assert any(m.kind == "rescale" and "#define FACTOR(m) 1.0f" in m.source for m in made)
+    assert any(m.kind == "math" and "#define FACTOR(m) 1.0f" in m.source for m in made)
     assert any(m.kind == "sync" and "__syncthreads" not in m.source for m in made)
     assert any(m.kind == "swap" and "b[i] = b[i]" in m.source for m in made)
 
@@ -128,7 +128,7 @@ def test_survivors_go_to_the_sanitizer(tmp_path, monkeypatch):
 
 def test_a_new_receipt_keeps_mutation_scores_of_unchanged_kernels_only():
     from kcontract.contract.loader import load_contract
-    from kcontract.provenance import file_sha256
+    from kcontract.identity import file_sha256
     from kcontract.report.receipt import carried_mutation
 
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
@@ -170,7 +170,7 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
     import kcontract.commands.preflight
     import kcontract.runner.session
     from kcontract.mutate.campaign import load
-    from kcontract.runner.outcome import Outcome
+    from kcontract.verdict.outcome import Outcome
 
     monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
     args = ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"), "--limit", "12"]

@@ -13,6 +13,7 @@ from kcontract.families.attention.prompt import AttentionPrompt
 from kcontract.families.attention.prompt_spec import PromptSpec, Sequence
 from kcontract.families.attention.prompt_variants import split_points
 from kcontract.families.attention.window import Window
+from kcontract.gatetable import Suite
 
 CONTRACT = """\
 version: 1
@@ -39,7 +40,7 @@ def run_check(tmp_path, cache: str, sequence: str, arithmetic: str = ""):
 
 def test_a_contract_contradicting_its_pv_is_refused_with_its_line(tmp_path):
     done = run_check(tmp_path, "{kind: linear, length: 1000}", "{start: 900, rows: 50}",
-                     "{score: mma_bf16, score_order: replay, sum_order: window_prompt_mma, pv: fp32}")
+                     "{score: mma_bf16, score_order: replay, sum_order: split_mma, pv: fp32}")
     assert done.exit_code == 2, done.output
     assert "contract.yaml:8" in done.output and "it needs pv: mma_bf16" in done.output
     assert "Traceback" not in done.output
@@ -83,7 +84,7 @@ def family(cache: dict, sequences: list[dict]) -> AttentionPrompt:
 def test_the_call_gives_each_row_its_last_key_and_the_cache_what_is_written():
     f = family({"kind": "ring", "window": 64, "ring": 100}, [{"start": 300, "rows": 20, "images": [(310, 315)]},
                                                              {"start": 5, "rows": 8, "images": [(0, 6)]}])
-    (checked,) = f.checks(1, "c")
+    (checked,) = f.checks(Suite.REALISTIC, "c")
     p = checked.problem
     assert p.inputs["row_last"].tolist() == [300 + i if not 10 <= i <= 15 else 315 for i in range(20)] + \
            [6, 6, 7, 8, 9, 10, 11, 12]
@@ -162,7 +163,7 @@ entries:
     kernel: window_prompt_fused
     abi: fused
     shape: {{head_dim: 512, q_heads: 16, kv_heads: 1}}
-    arithmetic: {{chunk: 64, score: mma_bf16, score_order: replay_natural, sum_order: window_prompt_wgmma, pv: mma_bf16, exp: expf, prob_round: none, div: ieee, out: bf16, partials: hidden}}
+    arithmetic: {{chunk: 64, score: mma_bf16, score_order: replay_natural, sum_order: online_mma, pv: mma_bf16, exp: expf, prob_round: none, div: ieee, out: bf16, partials: hidden}}
     cases:
       - name: c
         cache: {cache}
@@ -217,11 +218,12 @@ def test_a_benchmarked_prompt_chunk_counts_only_visible_keys():
     twin = prompt_call(Shape(head_dim=512, q_heads=16, kv_heads=1), keys=1024, chunk=256, scale=0.04, p_bf16=True)
     assert call.label == "prompt d512 16/1 P32" and twin.label == "prompt d512 16/1 bf16 P"  # both get timed
     rows = np.arange(512, 1024)  # the chunk's own positions; row p sees keys 0 .. p
-    assert call.rows == 512 and call.flops == 4 * 16 * 512 * int((rows + 1).sum())
+    assert call.size == {"rows": 512, "keys": 1024} and call.bound == "compute"
+    assert call.flops == 4 * 16 * 512 * int((rows + 1).sum())
     assert call.fixed_inputs["row_last"].tolist() == rows.tolist()
     assert call.fixed_inputs["seq_pos0"].tolist() == [512] and call.fixed_inputs["seq_row0"].tolist() == [0, 512]
     assert [launch.grid for launch in call.launches] == [(32, 1, 4), (16, 512, 1)]  # bands fastest
-    assert call.sdpa["queries"] == 512 and call.sdpa["causal"] == "lower_right"
+    assert call.peer.keywords["sdpa"]["queries"] == 512 and call.peer.keywords["sdpa"]["causal"] == "lower_right"
     # issued tensor work: band b (rows 512 + 16 b ..) runs chunks 0 .. its last row // 256, 16 heads, scores plus
     # one PV per part of p (P32: three)
     chunks = sum((512 + 16 * b + 15) // 256 + 1 for b in range(32))
@@ -238,7 +240,7 @@ def test_a_prompt_bench_row_says_how_far_it_is_from_the_mma_ceiling():
 
     call = prompt_call(Shape(head_dim=256, q_heads=16, kv_heads=8), keys=8192, chunk=256, scale=0.06, p_bf16=True)
     row = timing_row("e", call, us=1000.0, graph_us=990.0, ceiling={"read_gbps": 4000.0, "mma_tflops": 600.0},
-                     torch_us=None, torch_note="no kernel")
+                     peer_us=None, peer_note="no kernel")
     useful, issued = call.flops / 1e9, call.mma_flops / 1e9  # TFLOP/s at 1000 us
     assert row["tflops"] == round(useful, 1) and row["issued_tflops"] == round(issued, 1)
     assert row["mma_ratio"] == round(useful / 600, 3) and row["issued_ratio"] == round(issued / 600, 3)
@@ -252,10 +254,11 @@ def test_a_prompt_bench_row_says_how_far_it_is_from_the_mma_ceiling():
 def test_the_receipt_shows_prompt_speed_in_tflops():
     from kcontract.report.receipt import receipt_markdown
 
-    row = {"shape": "prompt d512 16/1", "rows": 512, "keys": 8192, "us": 1000.0, "graph_us": 990.0, "gbps": 100.0,
-           "ratio": 0.02, "tflops": 130.5, "torch_us": 2000.0, "torch": "efficient", "torch_tflops": 65.2}
+    row = {"call": "prompt d512 16/1", "size": {"rows": 512, "keys": 8192}, "us": 1000.0, "graph_us": 990.0,
+           "gbps": 100.0, "ratio": 0.02, "tflops": 130.5, "peer_us": 2000.0, "peer": "efficient", "peer_tflops": 65.2}
     text = receipt_markdown({"bench": [row], "bench_ceiling": {"read_gbps": 4500, "copy_gbps": 4200}})
-    assert "| prompt d512 16/1 | 512 | 8192 | 1000.0 | 990.0 | 100.0 | 2 % | 130.5 | 2000.0 | 65.2 |" in text
+    assert ("| prompt d512 16/1 | rows 512, keys 8192 | 1000.0 | 990.0 | 100.0 | 2 % | 130.5 | efficient | 2000.0 | "
+            "65.2 |") in text
     row |= {"mma_tflops": 600.0, "issued_tflops": 261.0, "mma_ratio": 0.2175, "issued_ratio": 0.435}
     ceiling = {"read_gbps": 4500, "copy_gbps": 4200, "mma_tflops": 600}
     text = receipt_markdown({"bench": [row], "bench_ceiling": ceiling})

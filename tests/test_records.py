@@ -13,7 +13,7 @@ from kcontract.cli import cli
 from kcontract.contract.loader import load_contract
 from kcontract.records.attributes import compare_loaded_attributes, record_row
 from kcontract.records.gate5 import check_records
-from kcontract.records.limits import LIMITS, check_launch, limits_for
+from kcontract.sms import LIMITS, check_launch, limits_for
 from kcontract.records.records import dumps
 from kcontract.errors import EnvironmentProblem
 from kcontract.toolchain.locate import find_toolchain
@@ -190,10 +190,10 @@ def test_a_launch_sized_by_each_sms_opt_in_is_recorded_and_checked_per_sm(tmp_pa
 
 def test_a_per_sm_launch_names_the_sm_it_lacks():
     from kcontract.errors import UsageError
-    from kcontract.records.shapes import LaunchShape
+    from kcontract.problem import LaunchShape
 
-    shape = LaunchShape(128, {"sm_86": 101376, "sm_90": 150000})
-    assert shape.smem_on("sm_90a") == 150000 and LaunchShape(128, 4096).smem_on("sm_100") == 4096
+    shape = LaunchShape("attend", 128, {"sm_86": 101376, "sm_90": 150000})
+    assert shape.smem_on("sm_90a") == 150000 and LaunchShape("attend", 128, 4096).smem_on("sm_100") == 4096
     with pytest.raises(UsageError, match=r"none for sm_100: add sm_100 to the contract's `targets`"):
         shape.smem_on("sm_100")
 

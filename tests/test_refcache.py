@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from kcontract.cli import cli
 from kcontract.problem import Checked, Expected, OutputSpec, Problem, Reference
 from kcontract.refcache import ReferenceCache, fingerprint
+from kcontract.gatetable import Suite
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = str(ROOT / "tests" / "contracts" / "cpu.yaml")
@@ -113,7 +114,7 @@ def test_entries_alike_but_for_their_name_do_not_share_drawn_rows(tmp_path):
     for name in ("first", "second"):
         family = type(base)(name, base.spec, 5)
         family.store = store
-        rows.append(family._rows(family.cases(1)[0]))
+        rows.append(family._rows(family.cases(Suite.REALISTIC)[0]))
     assert not np.array_equal(rows[0][0].k, rows[1][0].k)  # each entry's own stream, cached apart
 
 

@@ -7,9 +7,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from kcontract.families.attention.replay import add32, fma32, key_groups, replay_row
+from kcontract.families.attention.replay import replay_row
 from kcontract.families.attention.tensorcore import replay_scores
-from kcontract.numerics import round_to
+from kcontract.numerics import add32, fma32, round_to
+from kcontract.gatetable import Suite
 
 
 def rn32_exact(x: Fraction) -> float:
@@ -36,6 +37,17 @@ def test_fp32_adds_and_fmas_round_once():
     want = [rn32_exact(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in zip(a, b, c)]
     assert np.array_equal(fma32(a, b, c), np.array(want))
     assert np.array_equal(add32(a, c), (a.astype(np.float32) + c.astype(np.float32)).astype(np.float64))
+
+
+def key_groups(head_dim: int, group: int) -> int:
+    """The split decode kernel's PV key groups, KG = 256 DT / D (DT = 8, 4 or 2 dims per thread for up to 4, 8, 16
+    query heads per key head): this oracle's copy; the checker reads the kernel's own export."""
+    return 256 * (8 if group <= 4 else 4 if group <= 8 else 2) // head_dim
+
+
+def split_counts(head_dim: int, group: int) -> dict[str, int]:
+    """What the split decode kernel exports for its order: key groups and 8 merge runs."""
+    return {"pv_key_groups": key_groups(head_dim, group), "merge_runs": 8}
 
 
 def kernel(q, k, v, first, pos, scale, group, rng, kg=None, runs=8, p_bf16=False):
@@ -109,7 +121,7 @@ def test_the_replayed_range_holds_the_kernel_and_decides_nearly_all(d, group, n,
     q, k, v, scale = bf16_row(rng, group, n, d, k_rms=0.1)
     pos = first + n - 1
     got = kernel(q, k, v, first, pos, scale, group, rng)
-    found = replay_row(q, k, v, first, pos, scale, 256, group)
+    found = replay_row(q, k, v, first, pos, scale, 256, group, kernel=split_counts(d, group))
     lo, hi = found["out"]
     assert np.all((lo <= got) & (got <= hi))
     assert np.mean(lo == hi) > 0.95, np.mean(lo == hi)
@@ -122,21 +134,27 @@ def test_the_prompt_order_replayed_holds_the_prompt_kernel(p_bf16):
     q, k, v, scale = bf16_row(rng, group, n, d, k_rms=0.1)
     pos = first + n - 1
     got = kernel(q, k, v, first, pos, scale, group, rng, kg=1, runs=1, p_bf16=p_bf16)
-    lo, hi = replay_row(q, k, v, first, pos, scale, 256, group, order="window_prompt",
+    lo, hi = replay_row(q, k, v, first, pos, scale, 256, group, order="split_chain",
                         p_round="bf16" if p_bf16 else "none")["out"]
     assert np.all((lo <= got) & (got <= hi))
     assert np.mean(lo == hi) > 0.95, np.mean(lo == hi)
 
 
 def test_a_declaring_entry_gets_replayed_ranges_for_its_output_and_partials():
+    """The entry declares the split order; its family reads the order's counts from the kernel's cubin."""
     from pathlib import Path
 
     from kcontract.contract.loader import load_contract
+    from kcontract.toolchain.exports import family_exports
 
     loaded = load_contract(str(Path(__file__).resolve().parent.parent / "contract.yaml"), import_kernels=False)
     entry = loaded.entry("decode_d128_g4_sliding")
-    assert entry.family.spec.arithmetic.sum_order == "window_decode"
-    checked = entry.family.checks(1, entry.family.cases(1)[0])[0]
+    assert entry.family.spec.arithmetic.sum_order == "split_lanes"
+    with pytest.raises(ValueError, match="its kernel must export them"):
+        entry.family.checks(Suite.REALISTIC, entry.family.cases(Suite.REALISTIC)[0])[0].compute_reference()
+    entry.family.exports = family_exports(loaded, entry.kernel.cuda, entry.family.exports_needed())
+    assert entry.family.exports == split_counts(128, 4)
+    checked = entry.family.checks(Suite.REALISTIC, entry.family.cases(Suite.REALISTIC)[0])[0]
     expected = {e.output: e for e in checked.compute_reference().expected}
     assert list(expected) == ["out", "part_m", "part_l", "part_o"]
     out = expected["out"]
@@ -148,12 +166,14 @@ def test_a_declaring_entry_gets_replayed_ranges_for_its_output_and_partials():
 def test_a_long_head_dim_512_row_is_decided_where_the_order_free_bound_is_not():
     """4,096 keys, 16 heads, zero-mean v: the replayed order decides above 95 %, the order-free bound below 30 %."""
     from tests.test_decode_rigor import Order, chunk_index, draw_row
-    from kcontract.families.attention.bounds import decode_row_range, expected_bounds
+    from kcontract.families.attention.bounds import decode_row_range
+    from kcontract.numerics import expected_bounds
 
     rng = np.random.default_rng(3)
     n = 4096
     row = draw_row(rng, n, 16, 1, 512, v_mean=0.0, peaks=2)
-    lo, hi = replay_row(row.q, row.k, row.v, row.first, row.first + n - 1, row.scale, 256, 16)["out"]
+    lo, hi = replay_row(row.q, row.k, row.v, row.first, row.first + n - 1, row.scale, 256, 16,
+                        kernel=split_counts(512, 16))["out"]
     bound = decode_row_range(row.q, row.k, row.v, chunk_index(row.first, n, 256), row.scale,
                              Order(dot="mma", mma=True).arithmetic())
     b_lo, b_hi = expected_bounds(bound.center, bound.radius, "bf16")
@@ -173,10 +193,10 @@ def test_rows_replayed_together_get_the_bounds_each_gets_alone():
     for pos in (700, 701, 740, 767):  # three chunks each: keys from 200
         q = round_to(rng.standard_normal((group * hk, d)), "bf16")
         rows.append((q, k[200:pos + 1], v[200:pos + 1], 200, pos, None))
-    for order, p_round in (("window_prompt", "bf16"), ("window_decode", "none")):
-        together = replay_rows(rows, scale, 256, group, order=order, p_round=p_round)
+    for order, p_round in (("split_chain", "bf16"), ("split_lanes", "none")):
+        together = replay_rows(rows, scale, 256, group, order=order, p_round=p_round, kernel=split_counts(d, group))
         for row, got in zip(rows, together):
-            alone = replay_row(*row[:5], scale, 256, group, order=order, p_round=p_round)
+            alone = replay_row(*row[:5], scale, 256, group, order=order, p_round=p_round, kernel=split_counts(d, group))
             for name in ("m", "l", "o", "out"):
                 assert all(np.array_equal(a, b) for a, b in zip(alone[name], got[name])), (order, name)
 
@@ -184,7 +204,7 @@ def test_rows_replayed_together_get_the_bounds_each_gets_alone():
 def prompt_mma_kernel(q, k, v, first, pos, scale, rng, p_bf16):
     """One head group of a prompt kernel with p times V on tensor cores, emulated with the H200 k-step model:
     o per chunk by k-steps over 16 keys (fp32 p as three bf16 parts), one merge chain, IEEE division, bf16."""
-    from kcontract.families.attention.tensorcore import kstep
+    from kcontract.numerics import kstep
 
     f32 = np.float32
     hq, d = q.shape
@@ -242,7 +262,7 @@ def test_p_times_v_on_tensor_cores_stays_inside_its_interval_bound(p_bf16):
     q, k, v, scale = bf16_row(rng, group, n, d, k_rms=0.2)
     pos = first + n - 1
     got, o = prompt_mma_kernel(q, k, v, first, pos, scale, rng, p_bf16)
-    found = replay_row(q, k, v, first, pos, scale, 256, group, order="window_prompt_mma",
+    found = replay_row(q, k, v, first, pos, scale, 256, group, order="split_mma",
                        p_round="bf16" if p_bf16 else "none")
     lo, hi = found["out"]
     assert np.all((lo <= got) & (got <= hi))

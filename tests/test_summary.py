@@ -7,8 +7,8 @@ from xml.etree import ElementTree
 from kcontract.contract.model import KnownFinding
 from kcontract.gates.base import GateResult
 from kcontract.report.junit import junit_document, write_junit
-from kcontract.report.summary import summarise
-from kcontract.runner.outcome import Outcome, Task
+from kcontract.verdict.summary import summarise
+from kcontract.verdict.outcome import Outcome, Task
 
 
 def outcome(name, red=(), status="ran", kind="entry", gates=(1, 2, 3, 4)):

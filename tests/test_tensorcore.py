@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kcontract.families.attention.tensorcore import kstep, kstep_dims, replay_dots
-from kcontract.numerics import round_to
+from kcontract.families.attention.tensorcore import kstep_dims, replay_dots
+from kcontract.numerics import kstep, round_to
 from tests.oracles.mma_model import LITERATURE, chain, mma_sum
 
 

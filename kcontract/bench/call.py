@@ -1,30 +1,8 @@
-"""A benchmark call: a family's kernel call at a size, with random inputs made on the device."""
+"""A benchmark call's buffers: random inputs made on the device, fixed inputs copied, outputs poisoned."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import numpy as np
-
-from kcontract.problem import KernelLaunch, OutputSpec
-
-
-@dataclass
-class BenchCall:
-    """One timed call: shapes of its random bf16 inputs, small fixed inputs, outputs, scalars and launches."""
-
-    label: str  # e.g. "d512 16/1 x 4 rows"
-    rows: int
-    keys: int
-    random_inputs: dict[str, tuple[tuple[int, ...], float]]  # name -> (shape, RMS) of random bf16 values
-    fixed_inputs: dict[str, np.ndarray]
-    outputs: dict[str, OutputSpec]
-    scalars: dict[str, np.generic]
-    launches: tuple[KernelLaunch, ...]
-    bytes: int  # the fewest bytes the call must move (inputs read once, workspace written and read, output)
-    flops: int = 0  # useful flops: visible keys only
-    mma_flops: int = 0  # flops the kernel issues on tensor cores (whole tiles, every part of p); 0: none counted
-    sdpa: dict = field(default_factory=dict)  # the same call for torch: batch, q_heads, kv_heads, keys, head_dim
+from kcontract.problem import BenchCall
 
 
 def random_bf16(cupy, shape: tuple[int, ...], rms: float, seed: int):

@@ -7,14 +7,14 @@ from typing import Callable
 from kcontract.bench.call import materialise
 from kcontract.bench.ceiling import mma_ceiling, read_ceiling
 from kcontract.bench.timing import Timer
-from kcontract.bench.torch_sdpa import sdpa_us
 
 MAX_COPIES = 32  # buffer sets a graph rotates through, so that small calls read DRAM, not L2
 
 
-def bench_entries(loaded, entries, keys: list[int], rows: list[int], repeat: int,
+def bench_entries(loaded, entries, sizes: dict[str, tuple[int, ...]], repeat: int,
                   progress: Callable[[str], None] = lambda line: None) -> dict:
-    """{"ceiling": {...}, "rows": [{shape, rows, keys, us, graph_us, bytes, gbps, read_gbps, ratio, torch_us}]}."""
+    """{"ceiling": {...}, "rows": [{entry, call, size, us, graph_us, bytes, gbps, ratio, peer_us, ...}]}; `sizes`
+    overrides each family's `bench_sizes` by name."""
     import cupy
 
     from kcontract.launch.cuda import CudaLauncher
@@ -28,8 +28,10 @@ def bench_entries(loaded, entries, keys: list[int], rows: list[int], repeat: int
     out = []
     for entry in entries:
         launcher = CudaLauncher(loaded, entry, entry.kernel)
-        for call in entry.family.bench_calls(keys, rows):
-            key = (launcher.provenance()["cubin_sha256"], call.label, call.rows, call.keys)
+        wanted = {**type(entry.family).bench_sizes, **{k: v for k, v in sizes.items()
+                                                       if k in type(entry.family).bench_sizes}}
+        for call in entry.family.bench_calls(wanted):
+            key = (launcher.provenance()["cubin_sha256"], call.label, call.size_text)
             if key in done:
                 continue
             done.add(key)
@@ -52,20 +54,20 @@ def _time_call(cupy, timer: Timer, launcher, call, l2: int, repeat: int, ceiling
     graph_us = timer.graph([lambda s, v=v: launcher.launch_steps(call.launches, v, s) for v in sets])
     del sets
     cupy.get_default_memory_pool().free_all_blocks()
-    torch_us, torch_note = sdpa_us(timer, call.sdpa, repeat)
-    return timing_row(entry, call, us, graph_us, ceiling, torch_us, torch_note)
+    peer_us, peer_note = call.peer(timer, repeat) if call.peer is not None else (None, "no peer")
+    return timing_row(entry, call, us, graph_us, ceiling, peer_us, peer_note)
 
 
-def timing_row(entry: str, call, us: float, graph_us: float, ceiling: dict, torch_us: float | None,
-               torch_note: str) -> dict:
-    """A bench row: the call's times against the run's read and mma ceilings, torch beside."""
+def timing_row(entry: str, call, us: float, graph_us: float, ceiling: dict, peer_us: float | None,
+               peer_note: str) -> dict:
+    """A bench row: the call's times against the run's read and mma ceilings, its peer beside."""
     gbps = call.bytes / us / 1e3
-    row = {"entry": entry, "shape": call.label, "rows": call.rows, "keys": call.keys, "us": round(us, 2),
+    row = {"entry": entry, "call": call.label, "size": dict(call.size), "bound": call.bound, "us": round(us, 2),
            "graph_us": round(graph_us, 2), "bytes": call.bytes, "gbps": round(gbps, 1),
            "read_gbps": round(ceiling["read_gbps"], 1), "ratio": round(gbps / ceiling["read_gbps"], 3),
-           "torch_us": None if torch_us is None else round(torch_us, 2), "torch": torch_note,
+           "peer_us": None if peer_us is None else round(peer_us, 2), "peer": peer_note,
            "tflops": round(call.flops / us / 1e6, 1),
-           "torch_tflops": None if torch_us is None else round(call.flops / torch_us / 1e6, 1)}
+           "peer_tflops": None if peer_us is None else round(call.flops / peer_us / 1e6, 1)}
     if call.mma_flops:
         issued = call.mma_flops / us / 1e6
         row |= {"mma_tflops": round(ceiling["mma_tflops"], 1), "issued_tflops": round(issued, 1),
@@ -74,16 +76,20 @@ def timing_row(entry: str, call, us: float, graph_us: float, ceiling: dict, torc
     return row
 
 
+def size_text(size: dict) -> str:
+    """`rows 4, n 131072`."""
+    return ", ".join(f"{k} {v}" for k, v in size.items())
+
+
 def _line(row: dict) -> str:
-    torch = f"torch {row['torch_us']} us" if row["torch_us"] is not None else row["torch"]
-    if row["shape"].startswith("prompt"):  # compute-bound: useful TFLOP/s over visible keys
-        if row["torch_us"] is not None:
-            torch += f" ({row['torch']}, {row['torch_tflops']} TFLOP/s)"
+    peer = f"peer {row['peer']} {row['peer_us']} us" if row["peer_us"] is not None else f"peer: {row['peer']}"
+    head = f"{row['call']} ({size_text(row['size'])}): {row['us']} us ({row['graph_us']} us in a graph)"
+    if row["bound"] == "compute":  # judged by useful TFLOP/s against the mma ceiling
+        if row["peer_us"] is not None:
+            peer += f" ({row['peer_tflops']} TFLOP/s)"
         mma = ""
         if "mma_ratio" in row:
             mma = (f" = {100 * row['mma_ratio']:.0f} % of the mma ceiling ({row['issued_tflops']} TFLOP/s issued, "
                    f"{100 * row['issued_ratio']:.0f} %)")
-        return (f"{row['shape']} x{row['rows']} ending at {row['keys']} keys: {row['us']} us "
-                f"({row['graph_us']} us in a graph), {row['tflops']} TFLOP/s useful{mma}; {torch}")
-    return (f"{row['shape']} x{row['rows']} at {row['keys']} keys: {row['us']} us ({row['graph_us']} us in a graph), "
-            f"{row['gbps']} GB/s = {100 * row['ratio']:.0f} % of the read ceiling; {torch}")
+        return f"{head}, {row['tflops']} TFLOP/s useful{mma}; {peer}"
+    return f"{head}, {row['gbps']} GB/s = {100 * row['ratio']:.0f} % of the read ceiling; {peer}"

@@ -22,7 +22,6 @@ from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.globals import unregistered
 from kcontract.toolchain.units import contract_uses, group_units
 
-KERNELS_DIR = "kernels"
 
 
 @click.command("check", short_help="Everything that needs no GPU (the CPU CI job).")
@@ -38,7 +37,8 @@ def check_command(contract_path: str, jobs: int | None, strict_records: bool) ->
     base = Path(contract_path).resolve().parent
     problems: list[str] = []
 
-    found, missing = unregistered(loaded, base / KERNELS_DIR)
+    folders = loaded.model.folders.kernels
+    found, missing = unregistered(loaded, [base / folder for folder in folders])
     for kernel in missing:
         problems.append(f"{_rel(kernel.file, base)}:{kernel.line}: __global__ `{kernel.name}` is registered by no "
                         f"entry: add an entry to {contract_path} whose kernel.cuda.symbols names it "
@@ -78,7 +78,8 @@ def check_command(contract_path: str, jobs: int | None, strict_records: bool) ->
                 f"gate-5 controls: {sum(c.red for c in report.controls)} red as planted, "
                 f"{len(report.missed_controls)} missed; toolchain {toolchain.id}" if built else "no CUDA kernel")
     out.print(f"SUMMARY check {'passed' if passed else 'FAILED'}: contract valid ({entries} entries, {controls} "
-              f"controls); {len(found)} __global__ in {KERNELS_DIR}/, {len(missing)} unregistered; {compiled}; "
+              f"controls); {len(found)} __global__ in {', '.join(f + '/' for f in folders)}, {len(missing)} unregistered; "
+              f"{compiled}; "
               f"receipts: {receipts.summary()}; {time.monotonic() - started:.1f} s", markup=False)
     sys.exit(int(ExitCode.OK if passed else ExitCode.FAILED))
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from kcontract.records.gate5 import Gate5Report, sm_number
-from kcontract.records.limits import SOURCE, limits_for
+from kcontract.records.gate5 import Gate5Report
+from kcontract.sms import sm_number
+from kcontract.sms import SOURCE, limits_for
 from kcontract.report.tabular import print_rows
 from kcontract.toolchain.build import Failure
 

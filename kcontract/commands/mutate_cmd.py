@@ -14,9 +14,10 @@ from kcontract.commands.common import Jobs, contract_option, err, out, user_erro
 from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
+from kcontract.family.cases import main_cases
 from kcontract.mutate.campaign import Campaign, judge_runs, load, prepare, save, workdir
 from kcontract.toolchain.cache import CACHE_ENV, cache_root
-from kcontract.toolchain.units import resolve_source
+from kcontract.contract.paths import resolve_source
 
 
 @click.command("mutate", short_help="Mutation score of a CUDA entry under its gates.")
@@ -36,7 +37,7 @@ from kcontract.toolchain.units import resolve_source
 @user_errors
 def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, prepare_only, jobs, json_path,
                    receipt_path) -> None:
-    """Mutate ENTRY's CUDA source (operators, comparisons, +-1, barriers, buffers, rescales, constants), drop
+    """Mutate ENTRY's CUDA source (operators, comparisons, +-1, barriers, buffers, math calls, constants), drop
     mutants whose machine code on --sm is unchanged, run the rest under the entry's gates 1-4, report the score."""
     loaded = load_contract(contract_path)
     names = [e.name for e in loaded.entries]
@@ -45,7 +46,7 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
     entry = loaded.entry(entry_name)
     if entry.kernel.cuda is None:
         raise UsageError(f"{entry_name}: mutate needs a CUDA kernel; its kernel is {entry.kernel.label}")
-    known = entry.family.cases(1)
+    known = main_cases(entry.family)
     unknown = [c for c in cases if c not in known]
     if unknown:
         raise UsageError(f"--case {unknown[0]}: {entry_name} has no such case; its cases: {', '.join(known)}")

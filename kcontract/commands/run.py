@@ -14,6 +14,7 @@ from kcontract.commands.common import Jobs, contract_option, err, out, strict_re
 from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
+from kcontract.gatetable import NUMBERS, launching, records_gate
 from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
 from kcontract.report.progress import RunProgress
@@ -24,14 +25,13 @@ from kcontract.runner.prebuild import prebuild
 from kcontract.runner.session import auto_jobs, run_contract, work_units
 from kcontract.toolchain.cache import cache_root
 
-NEEDS_DEVICE = (1, 2, 3, 4)  # gates that launch kernels; gate 5 compiles and compares records only
 
 
 @click.command("run", short_help="Run every gate and control; print SUMMARY.")
 @contract_option
 @click.option("--only", "only", multiple=True, help="Run entries matching this glob (repeatable).")
 @click.option("--control", "control_names", multiple=True, help="Run only this control (repeatable).")
-@click.option("--gate", "gate", type=click.IntRange(1, 5), help="Run only this gate.")
+@click.option("--gate", "gate", type=click.IntRange(min(NUMBERS), max(NUMBERS)), help="Run only this gate.")
 @click.option("--case", "case", help="Run only this case (a gate's case, as replay commands name it).")
 @click.option("--seed", "seed", type=click.IntRange(0, 2**63 - 1), help="Override the contract's seed.")
 @click.option("--no-controls", is_flag=True, help="Skip the planted-fault controls.")
@@ -67,7 +67,7 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     tasks = plan_tasks(loaded, contract_path, selection, cache=not no_cache)
     kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
     on_gpu = sorted({t.name for t in tasks if kernels[t.name].launcher() != "python"
-                     and any(g in NEEDS_DEVICE for g in t.gates)})
+                     and any(g in launching() for g in t.gates)})
     ready = preflight(loaded, contract_path, cuda=any(kernels[t.name].cuda is not None for t in tasks),
                       gpu=bool(on_gpu), outputs={"json": json_path, "junit": junit_path, "receipt": receipt_path},
                       names=on_gpu)
@@ -93,9 +93,9 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     print_failures(err, result.entries, verbose=verbose)
     print_failures(err, result.controls, planted=result.planted, verbose=verbose)
     for note in summary.notes:
-        err.print(f"gate 5: {note}", markup=False)
+        err.print(f"gate {records_gate().number}: {note}", markup=False)
     for finding in summary.findings:
-        err.print(f"gate 5: {finding}", markup=False)
+        err.print(f"gate {records_gate().number}: {finding}", markup=False)
     for cause in summary.environment:
         err.print(f"ERROR: this machine cannot run the kernels: {cause}", markup=False)
     for finding in summary.stale_known:

@@ -8,28 +8,31 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import re
 import string
 import traceback
 
 from kcontract.contract.model import CudaKernel, KernelRef
-from kcontract.records.limits import limits_for
+from kcontract.sms import limits_for
 
 
 def fill_symbols(kernel: CudaKernel, args: dict[str, object]) -> tuple[CudaKernel | None, str | None]:
-    """The kernel with `{name}` placeholders in its symbols replaced by the family's template arguments."""
-    filled = {}
-    for role, expression in kernel.symbols.items():
-        names = [field for _, field, _, _ in string.Formatter().parse(expression) if field is not None]
-        unknown = [n for n in names if n not in args]
-        if unknown:
-            given = ", ".join(sorted(args)) or "none"
-            return None, (f"symbol `{role}` names {{{unknown[0]}}}, which its family does not give "
-                          f"(template arguments: {given})")
-        filled[role] = expression.format_map(args)
-    return kernel.model_copy(update={"symbols": filled}), None
+    """The kernel with `{name}` placeholders in its symbols and exports replaced by the family's template
+    arguments."""
+    filled: dict[str, dict[str, str]] = {"symbols": {}, "exports": {}}
+    for field, what in (("symbols", "symbol"), ("exports", "export")):
+        for role, expression in getattr(kernel, field).items():
+            unknown = [n for n in _names(expression) if n not in args]
+            if unknown:
+                given = ", ".join(sorted(args)) or "none"
+                return None, (f"{what} `{role}` names {{{unknown[0]}}}, which its family does not give "
+                              f"(template arguments: {given})")
+            filled[field][role] = expression.format_map(args)
+    return kernel.model_copy(update=filled), None
 
 
 SMEM_OPTIN = "smem_optin"  # in a dynamic_smem expression: the target SM's opt-in shared memory per block, bytes
+LAUNCH_FIELDS = (("threads", 1, 1024), ("dynamic_smem", 0, 1 << 20))  # each launch field and its bounds
 
 
 def fill_launch(kernel: CudaKernel, args: dict[str, object], targets: list[str]
@@ -39,8 +42,12 @@ def fill_launch(kernel: CudaKernel, args: dict[str, object], targets: list[str]
     shapes = {}
     for role, shape in kernel.launch.items():
         values = {}
-        for field, low, high in (("threads", 1, 1024), ("dynamic_smem", 0, 1 << 20)):
-            value, why = _launch_value(getattr(shape, field), field, args, targets, (low, high))
+        for field, low, high in LAUNCH_FIELDS:
+            given = getattr(shape, field)
+            if isinstance(given, str) and set(_names(given)) & set(kernel.exports):
+                value, why = _deferred(given, args, set(kernel.exports))
+            else:
+                value, why = _launch_value(given, field, args, targets, (low, high))
             if why:
                 return None, f"launch `{role}` {field}{why}"
             values[field] = value
@@ -67,6 +74,30 @@ def _launch_value(given: int | str | dict, field: str, args: dict[str, object], 
             return 0, f"{where} between {bounds[0]} and {bounds[1]}, given: {value}"
         found[sm] = value
     return (found if len(set(found.values())) > 1 else next(iter(found.values()))), None
+
+
+def _deferred(given: str, args: dict[str, object], exported: set[str]) -> tuple[str, str | None]:
+    """A launch expression that names the kernel's exports: its template arguments filled in now, its exports read
+    from each SM's cubin where the kernel is built (`launch_on`)."""
+    unknown = [n for n in _names(given) if n not in args and n not in exported and n != SMEM_OPTIN]
+    if unknown:
+        return "", (f": names {{{unknown[0]}}}, which neither the family's template arguments nor the kernel's "
+                    f"exports give (exports: {', '.join(sorted(exported))})")
+    return re.sub(r"\{(\w+)\}", lambda m: str(args[m.group(1)]) if m.group(1) in args else m.group(0), given), None
+
+
+def launch_on(given: int | str | dict, field: str, sm: str, exports: dict[str, int]) -> tuple[int, str | None]:
+    """One launch field's value on `sm` for a kernel built there, whose exports are given; or why not."""
+    bounds = dict((name, (low, high)) for name, low, high in LAUNCH_FIELDS)[field]
+    if isinstance(given, dict):
+        value = given.get(sm, given.get(sm.rstrip("af")))
+        return (value, None) if value is not None else (0, f": bytes for every target SM, none given for {sm}")
+    value, why = _integer(given, {**exports, SMEM_OPTIN: limits_for(sm).smem_per_block_optin})
+    if why:
+        return 0, f" on {sm}: {why}"
+    if not bounds[0] <= value <= bounds[1]:
+        return 0, f" on {sm} between {bounds[0]} and {bounds[1]}, given: {value}"
+    return value, None
 
 
 def _names(value: int | str) -> list[str]:
@@ -141,9 +172,9 @@ def python_kernel_problem(kernel: KernelRef, abi: tuple[str, ...]) -> str | None
         if error.name and module_name.startswith(error.name):
             return (f"an importable module:function; no module named {error.name!r} (modules resolve from the "
                     f"contract's folder and its project root)")
-        return f"an importable module:function; importing {module_name} failed: {_one_line(error)}"
+        return f"an importable module:function; importing {module_name} failed: {one_line(error)}"
     except Exception as error:  # a broken user module: show where it broke, not a traceback
-        return f"an importable module:function; importing {module_name} raised {_one_line(error)}"
+        return f"an importable module:function; importing {module_name} raised {one_line(error)}"
     if not hasattr(module, attr):
         return f"a function of {module_name}; it has no attribute {attr!r}"
     fn = getattr(module, attr)
@@ -161,8 +192,8 @@ def python_kernel_problem(kernel: KernelRef, abi: tuple[str, ...]) -> str | None
     return None
 
 
-def _one_line(error: BaseException) -> str:
-    """`SyntaxError: invalid syntax (decode.py, line 3)` with the innermost frame's file:line where known."""
+def one_line(error: BaseException) -> str:
+    """`SyntaxError: invalid syntax (kernel.py, line 3)` with the innermost frame's file:line where known."""
     text = f"{type(error).__name__}: {error}"
     frames = traceback.extract_tb(error.__traceback__)
     if frames and not isinstance(error, SyntaxError):

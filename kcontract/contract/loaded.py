@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kcontract.contract.model import Contract, KernelRef, KnownFinding
-from kcontract.families.base import Family
+from kcontract.family.base import Family
 
 
 @dataclass
@@ -20,6 +20,12 @@ class LoadedEntry:
     timeout: float
     line: int | None = None  # where the entry starts in the contract file
     index: int = 0  # position in the file's `entries`
+
+    def fresh_family(self, seed: int) -> Family:
+        """A new instance of the entry's family at `seed` (a task's own, with no drawn state), exports kept."""
+        family = type(self.family)(self.name, self.family.spec, seed)
+        family.exports = dict(self.family.exports)
+        return family
 
     @property
     def kernel_label(self) -> str:

@@ -11,17 +11,19 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from kcontract.contract.imports import add_import_roots
-from kcontract.contract.kernels import fill_launch, fill_symbols, instance_problem, python_kernel_problem
+from kcontract.contract.kernels import one_line, fill_launch, fill_symbols, instance_problem, python_kernel_problem
 from kcontract.contract.loaded import LoadedContract, LoadedControl, LoadedEntry
 from kcontract.contract.model import Contract, Entry, KernelRef
 from kcontract.contract.patches import PatchError, apply
 from kcontract.contract.yaml_lines import join, line_of, load_yaml
 from kcontract.errors import ContractError
-from kcontract.families.base import Family, family_class, family_names
+from kcontract.family.base import Family
+from kcontract.family.registry import family_class, family_names
+from kcontract.gatetable import NUMBERS, Kind, Suite, fed_by, gate
 from kcontract.machine import physical_memory, size_text
-from kcontract.toolchain.units import resolve_source
+from kcontract.contract.paths import resolve_source
 
-Parts = list  # a field path as keys and indices: ["entries", 2, "cases", 0, "rows"]
+Parts = list  # a field path as field names and indices: ["entries", 2, "cases", 0, "rows"]
 
 _WORDS = {
     "int_type": "an integer",
@@ -41,7 +43,7 @@ _CONSTRAINTS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
                 "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
 _PATTERNS = {
     r"^[A-Za-z0-9_.-]+$": "a name of letters, digits, '_', '.' and '-'",
-    r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$": "a Python kernel as module:function (e.g. 'mypkg.kernels:decode')",
+    r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$": "a Python kernel as module:function (e.g. 'mypkg.kernels:rmsnorm')",
 }
 _TYPE_TAGS = {"str", "int", "float", "bool", "none", "bytes", "list", "dict", "tuple"}
 
@@ -91,8 +93,13 @@ def _family_specs(problems: _Problems, data: dict) -> dict[int, tuple[type[Famil
     for i, raw in enumerate(entries if isinstance(entries, list) else []):
         if not isinstance(raw, dict) or not isinstance(raw.get("family"), str):
             continue  # the generic schema reports it
-        cls = family_class(raw["family"])
-        if not (isinstance(cls, type) and issubclass(cls, Family)):
+        try:
+            cls = family_class(raw["family"])
+        except Exception as error:  # a family module that exists but is broken: say where, not a traceback
+            problems.add(["entries", i, "family"], f"a family that imports; importing it raised {one_line(error)}",
+                         _show(raw["family"]))
+            continue
+        if cls is None:
             problems.add(["entries", i, "family"],
                          f"a known family (one of: {', '.join(family_names())}) or package.module:Class",
                          _show(raw["family"]))
@@ -126,8 +133,12 @@ def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str,
             continue
         kernel = _kernel(problems, model, entry.kernel, family, base, import_kernels)
         if kernel is None:
-            gates_of[entry.name] = sorted(set(cls.gates) | {5})  # so its controls are not reported as well
+            gates_of[entry.name] = list(NUMBERS)  # so its controls are not reported as well
             continue
+        missing = [n for n in family.exports_needed() if kernel.cuda is None or n not in kernel.cuda.exports]
+        if missing:
+            problems.add(base + ["kernel"], f"a CUDA kernel whose `exports` give {', '.join(missing)}: the entry's "
+                         f"declared arithmetic reads them from its kernel")
         gates = gates_of[entry.name] = _gates(problems, entry, cls, kernel, base)
         _check_cases(problems, family, kernel, base, memory)
         entries.append(LoadedEntry(entry.name, entry.family, family, kernel, gates, entry.timeout,
@@ -178,26 +189,26 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
 
 def _gates(problems: _Problems, entry: Entry, cls: type[Family], kernel: KernelRef, base: Parts) -> list[int]:
     """The entry's gates: its own list checked against what family and kernel feed, or all of those."""
-    fed = sorted(set(cls.gates) | ({5} if kernel.cuda is not None else set()))
+    fed = fed_by(cls.suites, compiled=kernel.cuda is not None)
     if entry.gates is None:
         return fed
     if not entry.gates:
         problems.add(base + ["gates"], "at least one gate (leave `gates` out to run every gate the family feeds)",
                      "[]")
-    for j, gate in enumerate(entry.gates):
-        if gate == 5 and kernel.cuda is None:
-            problems.add(base + ["gates", j], "gate 5 only with a CUDA kernel (it checks compiled launch records)",
-                         _show(gate))
-        elif gate not in fed:
-            problems.add(base + ["gates", j], f"a gate family {cls.name} feeds ({_few(fed)})", _show(gate))
-        elif gate in entry.gates[:j]:
-            problems.add(base + ["gates", j], "each gate once", _show(gate))
-    return sorted({gate for gate in entry.gates if gate in fed})
+    for j, number in enumerate(entry.gates):
+        if gate(number).kind is Kind.RECORDS and kernel.cuda is None:
+            problems.add(base + ["gates", j], f"gate {number} only with a CUDA kernel (it checks compiled launch "
+                         "records)", _show(number))
+        elif number not in fed:
+            problems.add(base + ["gates", j], f"a gate family {cls.name} feeds ({_few(fed)})", _show(number))
+        elif number in entry.gates[:j]:
+            problems.add(base + ["gates", j], "each gate once", _show(number))
+    return sorted({number for number in entry.gates if number in fed})
 
 
 def _check_cases(problems: _Problems, family: Family, kernel: KernelRef, base: Parts, memory: int) -> None:
     """Every case is an instance the CUDA kernel supports and fits in this machine's memory."""
-    names = family.cases(1) if 1 in type(family).gates else []
+    names = family.cases(Suite.REALISTIC) if Suite.REALISTIC in type(family).suites else []
     args = family.template_args()
     if kernel.cuda is not None:
         for name in names or [None]:
@@ -265,8 +276,9 @@ def _controls(problems: _Problems, model: Contract, entries: list[LoadedEntry], 
         if kernel.cuda is not None and not kernel.cuda.launch and entry.kernel.cuda is not None:
             # a control stands in for its entry's kernel: it is launched the same way unless it says otherwise
             kernel = kernel.model_copy(update={"cuda": kernel.cuda.model_copy(update={"launch": entry.kernel.cuda.launch})})
-        if control.gate == 5 and kernel.cuda is None:
-            problems.add(base + ["gate"], "a gate-5 control with a CUDA kernel", _show(control.gate))
+        if gate(control.gate).kind is Kind.RECORDS and kernel.cuda is None:
+            problems.add(base + ["gate"], f"a gate-{control.gate} control with a CUDA kernel (it checks compiled "
+                         "launch records)", _show(control.gate))
             continue
         if control.sanitize and kernel.cuda is None:
             problems.add(base + ["sanitize"], "a sanitizer expectation on a CUDA control", _show(control.sanitize))
@@ -336,7 +348,7 @@ class _Problems:
         raise first
 
     def validate(self, schema: type[BaseModel], data: dict, prefix: Parts,
-                 outer_keys: list[str] | None = None) -> BaseModel | None:
+                 outer_fields: list[str] | None = None) -> BaseModel | None:
         """Validate YAML data as strict JSON input (lists fill tuples, ints fill floats, no text for numbers)."""
         slips = list(_bool_slips(schema, data, []))
         for parts, values in slips:
@@ -344,14 +356,14 @@ class _Problems:
         try:
             model = schema.model_validate_json(json.dumps(data), strict=True)
         except ValidationError as error:
-            described = [_describe(e, schema, data, outer_keys) for e in error.errors()]
+            described = [_describe(e, schema, data, outer_fields) for e in error.errors()]
             for parts, expected, given in _merge_unions(described):
                 self.add(prefix + parts, expected, given)
             return None
         return None if slips else model
 
 
-def _describe(error: dict, schema: type[BaseModel], data: Any, outer_keys: list[str] | None):
+def _describe(error: dict, schema: type[BaseModel], data: Any, outer_fields: list[str] | None):
     """(parts, expected, given, tagged) for one pydantic error."""
     kind, ctx, value, loc = error["type"], error.get("ctx") or {}, error.get("input"), error["loc"]
     if kind == "missing":  # the last loc item is the absent key, never a union tag
@@ -360,8 +372,8 @@ def _describe(error: dict, schema: type[BaseModel], data: Any, outer_keys: list[
     parts, tagged = _parts(loc, data)
     given = _show(value)
     if kind == "extra_forbidden":
-        keys = list(dict.fromkeys(((outer_keys or []) if len(parts) == 1 else []) + _keys_at(schema, parts[:-1])))
-        return parts, f"unknown key; expected one of: {', '.join(keys)}", _show(parts[-1]), tagged
+        names = list(dict.fromkeys(((outer_fields or []) if len(parts) == 1 else []) + _fields_at(schema, parts[:-1])))
+        return parts, f"unknown key; expected one of: {', '.join(names)}", _show(parts[-1]), tagged
     if kind in _WORDS:
         return parts, _WORDS[kind], given, tagged
     if kind == "literal_error":
@@ -482,13 +494,13 @@ def _members_at(schema: type[BaseModel], parts: Parts) -> list[Any]:
     return [m for a in current for m in _members(a)]
 
 
-def _keys_at(schema: type[BaseModel], parts: Parts) -> list[str]:
-    """The keys a mapping at this path may have."""
-    keys: list[str] = []
+def _fields_at(schema: type[BaseModel], parts: Parts) -> list[str]:
+    """The field names a mapping at this path may have."""
+    names: list[str] = []
     for annotation in _members_at(schema, parts):
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            keys += [k for k in annotation.model_fields if k not in keys]
-    return keys
+            names += [k for k in annotation.model_fields if k not in names]
+    return names
 
 
 def _bool_slips(schema: type[BaseModel], data: Any, parts: Parts):

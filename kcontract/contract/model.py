@@ -6,21 +6,24 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
+from kcontract.gatetable import NUMBERS
+
 DEFAULT_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121")
-GateNumber = Literal[1, 2, 3, 4, 5]
+GateNumber = Literal[NUMBERS]  # the gate numbers of kcontract.gatetable
 PYTHON_TARGET = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 
 
 class Strict(BaseModel):
-    """Base: unknown keys are errors, values keep their YAML types."""
+    """Base: unknown fields are errors, values keep their YAML types."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class LaunchShape(Strict):
-    """How one symbol is launched: threads per block and dynamic shared memory in bytes.
+class LaunchDecl(Strict):
+    """How one symbol is launched, as the contract declares it: threads per block and dynamic shared memory in bytes.
 
-    Either may be an integer expression of the family's template arguments: "17408 + 160 * {head_dim}";
+    Either may be an integer expression of the family's template arguments and of the kernel's `exports`
+    ("{smem_bytes}", read back from each SM's cubin, or "17408 + 160 * {dim}");
     dynamic_smem may also name {smem_optin}, each target SM's opt-in bytes per block, or give {sm: bytes} for every
     target (loaded, either is {sm: bytes} where the targets differ).
     """
@@ -32,15 +35,18 @@ class LaunchShape(Strict):
 class CudaKernel(Strict):
     """A CUDA kernel: its source, its symbols (template instantiations), options, launches and instances.
 
-    Symbols may name the family's template arguments as {placeholders} ("decode<{head_dim}, {group}>");
+    Symbols may name the family's template arguments as {placeholders} ("reduce<{dim}, {block}>");
     `instances` lists the argument values the source supports, so other shapes are refused at load time.
     """
 
     source: str
     symbols: dict[str, str]  # ABI role (e.g. partials, merge) -> name expression
+    # what the kernel tells the checker: a name -> a `__constant__ const int` variable of the source (a variable
+    # template instance, {placeholders} filled), read back from each SM's cubin: launch sizes, a declared order's counts
+    exports: dict[Annotated[str, Field(pattern=r"^[A-Za-z_]\w*$")], str] = {}
     patch: str | None = None  # a unified diff applied to `source` before it compiles (controls, mutants)
     options: list[str] = []
-    launch: dict[str, LaunchShape] = {}  # per role, overriding the family's default launch shape
+    launch: dict[str, LaunchDecl] = {}  # per role, overriding the family's default launch shape
     instances: list[dict[str, list[int | str]]] = []  # allowed template-argument and case-trait values
 
 
@@ -69,7 +75,7 @@ KernelField = Annotated[Union[Annotated[KernelRef, Tag("kernel-ref")], Annotated
 
 
 class Entry(BaseModel):
-    """One kernel configuration under test; family-specific keys are validated by the family."""
+    """One kernel configuration under test; family-specific fields are validated by the family."""
 
     model_config = ConfigDict(extra="allow", strict=True)
 
@@ -103,6 +109,14 @@ class KnownFinding(Strict):
     reason: str = Field(min_length=1)
 
 
+class Folders(Strict):
+    """Where the contract's own files live, relative to it: CUDA sources `check` scans for unregistered
+    __global__ functions, and launch records. Two contracts in one folder keep apart by giving their own."""
+
+    kernels: list[str] = ["kernels"]
+    records: str = "records"
+
+
 class Contract(Strict):
     """The whole contract file."""
 
@@ -110,6 +124,7 @@ class Contract(Strict):
     seed: int = Field(ge=0, lt=2**63)
     targets: list[str] = list(DEFAULT_TARGETS)
     require_receipt: bool = False  # `check` fails unless a current GPU receipt covers this contract
+    folders: Folders = Folders()
     kernels: dict[str, KernelRef] = {}  # named kernel references that entries and controls may use by name
     entries: list[Entry] = Field(min_length=1)
     controls: list[Control] = []

@@ -61,7 +61,7 @@ def line_of(lines: dict[str, int], parts: list[str | int]) -> int | None:
 
 
 def load_yaml(file: str, text: str) -> LoadedYaml:
-    """Parse one YAML document; syntax errors, duplicate keys and exotic tags are ContractErrors."""
+    """Parse one YAML document; syntax errors, a field given twice and exotic tags are ContractErrors."""
     loader = LineLoader(text)
     try:
         node = loader.get_single_node()
@@ -88,7 +88,7 @@ def _key_text(node: yaml.Node) -> str:
 
 
 def _walk(file: str, node: yaml.Node, path: str, lines: dict[str, int], active: set[int], count: list[int]) -> None:
-    """Record lines under `path`, rejecting duplicate keys, tags beyond plain YAML and alias bombs."""
+    """Record lines under `path`, rejecting a field given twice, tags beyond plain YAML and alias bombs."""
     count[0] += 1
     if count[0] > MAX_VALUES:
         raise ContractError(file, node.start_mark.line + 1, "",
@@ -120,7 +120,7 @@ def _walk(file: str, node: yaml.Node, path: str, lines: dict[str, int], active: 
             child = join(path, name)
             lines[child] = key.start_mark.line + 1
             _walk(file, value, child, lines, active, count)
-        for source in merged:  # `<<: *anchor` keys count where they were written, unless overridden
+        for source in merged:  # `<<: *anchor` fields count where they were written, unless overridden
             for mapping in source.value if isinstance(source, yaml.SequenceNode) else [source]:
                 if not isinstance(mapping, yaml.MappingNode):
                     continue  # the constructor reports it

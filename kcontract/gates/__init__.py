@@ -1,22 +1,19 @@
-"""Generic gates, one module each; each module defines NUMBER, TITLE and run(ctx) -> GateResult."""
+"""The gate kinds, one module each: `ranges` (gates 1, 3 and 4), `invariance` (gate 2), `records` (gate 5).
+
+Each module's `run(number, ctx)` returns a GateResult; the gate table (kcontract.gatetable) says which kind a
+number is and which family suite it runs.
+"""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from types import ModuleType
+from kcontract.gatetable import Kind, gate
+from kcontract.gates import invariance, ranges, records
+from kcontract.gates.base import GateResult
+from kcontract.gates.context import GateContext
+
+RUNNERS = {Kind.RANGES: ranges.run, Kind.INVARIANCE: invariance.run, Kind.RECORDS: records.run}
 
 
-def _discover() -> dict[int, ModuleType]:
-    """Every module of this package that defines a gate, by number."""
-    import kcontract.gates as pkg
-
-    found: dict[int, ModuleType] = {}
-    for info in pkgutil.iter_modules(pkg.__path__):
-        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
-        if hasattr(module, "NUMBER") and hasattr(module, "run"):
-            found[module.NUMBER] = module
-    return dict(sorted(found.items()))
-
-
-GATES = _discover()
+def run_gate(number: int, ctx: GateContext) -> GateResult:
+    """Run gate `number` for the context's entry (or the control standing in for it)."""
+    return RUNNERS[gate(number).kind](number, ctx)

@@ -11,7 +11,7 @@ class Offender:
     """The worst element a gate saw, with everything needed to find and replay it."""
 
     case: str
-    coords: dict[str, int]  # e.g. {"row": 3, "head": 5, "dim": 17}
+    coords: dict[str, int]  # named by the family's axes, e.g. {"row": 3, "col": 17}
     got: str  # value and bits, e.g. "0.4121 (0x3ed3)"
     expected: str  # value and bits, or the range
     detail: str = ""  # e.g. "3 ulps above hi", "differs from solo in variant batch7_last"
@@ -28,14 +28,16 @@ class GateResult:
     bit_equal: int = 0  # decided outputs bit-equal to the reference
     within: int = 0  # undecided outputs inside their range
     failures: int = 0  # outputs out of range, not bit-equal, NaN or unwritten
+    skipped: bool = False  # the family has no cases for this gate's suite: nothing ran, and the result says so
     worst: Offender | None = None
     replay: str = ""  # the command that reproduces this gate's run
     message: str = ""  # one line: what went wrong, or a fact worth printing
+    causes: tuple[str, ...] = ()  # on failure: what such a failure usually means, in the family's words
     facts: dict[str, Any] = field(default_factory=dict)  # per-gate extras (decided %, miss factors)
     seconds: float = 0.0  # wall time of the gate, inputs and references included
     profile: dict[str, Any] = field(default_factory=dict)  # seconds per stage, peak memory, cache use
 
     @property
     def status(self) -> str:
-        """'pass' or 'FAIL'."""
-        return "pass" if self.passed else "FAIL"
+        """'pass', 'skip' or 'FAIL'."""
+        return "skip" if self.skipped else ("pass" if self.passed else "FAIL")

@@ -8,7 +8,10 @@ from typing import Callable
 
 from kcontract.contract.loaded import LoadedContract, LoadedEntry
 from kcontract.contract.model import KernelRef
-from kcontract.families.base import Family
+from kcontract.family.base import Family
+from kcontract.family.cases import family_cases
+from kcontract.gates.base import GateResult
+from kcontract.gatetable import gate
 from kcontract.launch.base import Launcher
 from kcontract.refcache import ReferenceCache
 
@@ -46,12 +49,21 @@ class GateContext:
             return []
         return self.launcher.attribute_mismatches(self.loaded, self.entry.name)
 
-    def cases(self, gate: int) -> list[str]:
-        """The cases `gate` runs: all of the family's, or the selected one if this gate has it."""
-        names = self.family.cases(gate)
+    def cases(self, number: int) -> list[str]:
+        """The cases gate `number` runs: all of its suite's, or the selected one if the suite has it."""
+        names = family_cases(self.family, number)
         if self.case is None:
             return names
         return [self.case] if self.case in names else []
+
+    def skipped(self, number: int) -> GateResult | None:
+        """A passing, skipped result where the family's suite for this gate has no cases at all, else None."""
+        if family_cases(self.family, number):
+            return None
+        row = gate(number)
+        return GateResult(gate=number, passed=True, skipped=True,
+                          message=f"skipped: family {self.family.name} has no {row.suite.value} cases for "
+                                  f"gate {number} ({row.title})")
 
     def replay(self, gate: int, case: str | None = None) -> str:
         """The command that reruns just this gate (and case)."""
@@ -59,3 +71,4 @@ class GateContext:
         words = ["kcontract", "run", "--contract", self.contract_path, *target, "--gate", str(gate),
                  "--seed", str(self.seed)] + (["--case", case] if case else [])
         return " ".join(shlex.quote(w) for w in words)
+

@@ -1,4 +1,5 @@
-"""Gate 2: a row's bits do not depend on the batch, its slot, the cache length, concurrency or the run.
+"""The invariance kind (gate 2): a row's bits do not depend on the batch, its slot, the problem's size, the split,
+concurrency or the run.
 
 Counts: every mapped row of every variant is compared with the base run, output by output; checked =
 outputs compared, bit_equal = compared outputs whose bits match a finite base value, failures = the rest
@@ -12,32 +13,30 @@ import numpy as np
 from kcontract.gates.base import GateResult, Offender
 from kcontract.gates.context import GateContext
 from kcontract.gates.ranges import as_bits
+from kcontract.gatetable import Kind, gate
 from kcontract.problem import InvarianceSet
 from kcontract.profiling import stage, timed
 
-NUMBER = 2
-TITLE = "order independence"
-KIND = "invariance"
-USUAL_CAUSES = ("atomics or an order-dependent merge", "a split or tile size chosen from the batch or cache length",
-                "uninitialised shared memory or a read past a row's keys", "a race between warps or blocks")
-
-
-def run(ctx: GateContext) -> GateResult:
+def run(number: int, ctx: GateContext) -> GateResult:
     """Compare every variant's mapped rows with the base run, bit for bit."""
-    result = GateResult(gate=NUMBER, passed=True)
+    skipped = ctx.skipped(number)
+    if skipped is not None:
+        return skipped
+    suite = gate(number).suite
+    result = GateResult(gate=number, passed=True)
     variants_run = 0
-    for case in ctx.cases(NUMBER):
-        for inv in timed(lambda: ctx.family.invariance(case), "inputs"):
+    for case in ctx.cases(number):
+        for inv in timed(lambda: ctx.family.invariance(suite, case), "inputs"):
             variants_run += _check_set(ctx, inv, result)
-        ctx.progress(NUMBER, case)
+        ctx.progress(number, case)
     result.facts["variants"] = variants_run
     result.passed = result.failures == 0 and result.checked > 0
     if result.checked == 0:
         result.message = "checked zero outputs: the gate proved nothing"
     elif result.failures:
-        result.message = (f"{result.failures} of {result.checked} outputs changed bits across runs or were NaN; "
-                          f"usual causes: {'; '.join(USUAL_CAUSES)}")
-    result.replay = ctx.replay(NUMBER, result.worst.case if result.worst else None)
+        result.message = f"{result.failures} of {result.checked} outputs changed bits across runs or were NaN"
+        result.causes = tuple(ctx.family.hints(Kind.INVARIANCE))
+    result.replay = ctx.replay(number, result.worst.case if result.worst else None)
     return result
 
 

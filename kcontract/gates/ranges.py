@@ -1,4 +1,4 @@
-"""Checking outputs against per-element ranges (gates 1, 3, 4): counts and the worst offender.
+"""The range kind (gates 1, 3 and 4): every output of a suite's problems against its per-element range.
 
 Counts: checked = decided + undecided outputs; bit_equal counts decided outputs equal to the reference
 bit for bit, within counts undecided outputs inside their range; failures = checked - bit_equal - within.
@@ -10,6 +10,7 @@ import numpy as np
 
 from kcontract.gates.base import GateResult, Offender
 from kcontract.gates.context import GateContext
+from kcontract.gatetable import Kind, gate
 from kcontract.numerics import from_bits, ordered, to_bits
 from kcontract.problem import Checked, Expected, Reference
 from kcontract.profiling import stage, timed
@@ -101,6 +102,7 @@ class RangeTally:
             r.message = "checked zero outputs: the gate proved nothing"
         elif r.failures:
             r.message = f"{r.failures} of {r.checked} outputs outside their range or not bit-equal where decided"
+            r.causes = tuple(ctx.family.hints(Kind.RANGES))
         r.facts["decided_pct"] = round(100.0 * r.decided / r.checked, 2) if r.checked else 0.0
         if len(self.by_output) > 1:
             r.facts["by_output"] = self.by_output
@@ -114,16 +116,20 @@ class RangeTally:
         return r
 
 
-def range_gate(gate: int, ctx: GateContext) -> GateResult:
+def run(number: int, ctx: GateContext) -> GateResult:
     """Launch every checked problem of each of the gate's cases, then tally it against its (cached) reference."""
-    tally = RangeTally(gate)
-    for case in ctx.cases(gate):
-        for checked in timed(lambda: ctx.family.checks(gate, case), "inputs"):
+    skipped = ctx.skipped(number)
+    if skipped is not None:
+        return skipped
+    suite = gate(number).suite
+    tally = RangeTally(number)
+    for case in ctx.cases(number):
+        for checked in timed(lambda: ctx.family.checks(suite, case), "inputs"):
             with stage("launch"):
                 outputs = ctx.launcher.run(checked.problem)
             with stage("reference"):
-                reference = ctx.references.reference(ctx.family, gate, checked)
+                reference = ctx.references.reference(ctx.family, number, checked)
             with stage("compare"):
                 tally.add(checked, reference, outputs)
-        ctx.progress(gate, case)
+        ctx.progress(number, case)
     return tally.finish(ctx)

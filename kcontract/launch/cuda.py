@@ -25,6 +25,7 @@ from kcontract.records.shapes import launch_shapes
 from kcontract.records.toolchains import has_own_records
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root
+from kcontract.toolchain.exports import built_exports
 from kcontract.toolchain.units import unit_of
 
 OPT_IN = 48 * 1024  # dynamic shared memory above this needs the function's opt-in attribute
@@ -78,7 +79,9 @@ class CudaLauncher:
         except cupy.cuda.driver.CUDADriverError as error:
             raise EnvironmentProblem(f"{self.label}: the {self.sm} cubin does not load on this GPU ({error}); "
                                      f"check the driver against the toolchain") from None
-        shapes, errors = launch_shapes(entry.family, sorted(kernel.cuda.symbols), entry.name, kernel.cuda.launch)
+        exports, errors = built_exports(kernel.cuda, units[0], built, [self.sm])
+        shapes, more = launch_shapes(entry.family, sorted(kernel.cuda.symbols), entry.name, kernel.cuda.launch, exports)
+        errors += more
         if errors:
             raise EnvironmentProblem("; ".join(errors))
         self.smem = {role: shape.smem_on(self.sm) for role, shape in shapes.items()}  # bytes on this GPU
@@ -98,7 +101,7 @@ class CudaLauncher:
         """Where the loaded functions' attributes differ from the committed record for this SM and toolchain (none
         to compare where the toolchain has no records: gate 5 reports that as its finding)."""
         found = []
-        root, tool = records_root(loaded.path), self.module_info.toolchain
+        root, tool = records_root(loaded), self.module_info.toolchain
         if not has_own_records(root, self.toolchain):
             return found
         for role, function in self.functions.items():

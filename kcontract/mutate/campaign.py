@@ -3,7 +3,7 @@ rest run under the entry's gates as controls standing in for it (so inputs and r
 
 A mutant is a patch of the production source, applied as a control's patch is (`kcontract.contract.patches`).
 Prepared on any machine with the toolchain (patches, a contract and cubins under the compile cache's
-`mutants/ENTRY/`), run on a GPU. A mutant is killed when any of gates 1-4 goes red or its kernel fails.
+`mutants/ENTRY/`), run on a GPU. A mutant is killed when any gate that launches it goes red or its kernel fails.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from kcontract.contract.loader import load_contract
+from kcontract.gatetable import launching
 from kcontract.contract.patches import make as make_patch
 from kcontract.mutate.operators import CLASSES, Mutant, mutants
 from kcontract.sassdiff.elf import function_digest
@@ -25,9 +26,9 @@ from kcontract.sassdiff.normalise import normalise, split_functions
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.tools import run_tool
-from kcontract.toolchain.units import contract_uses, group_units, resolve_source
+from kcontract.contract.paths import resolve_source
+from kcontract.toolchain.units import contract_uses, group_units
 
-GATES = (1, 2, 3, 4)
 MUTANT_TIMEOUT = 90.0  # seconds a mutant's gate may take (a mutated loop bound may never end)
 
 
@@ -119,10 +120,10 @@ def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str, cases
     document = {
         "version": 1, "seed": loaded.seed, "targets": [sm],
         "entries": [{"name": entry.name, "family": entry.family.name, "kernel": {"cuda": cuda},
-                     "gates": [g for g in GATES if g in entry.gates], **spec}],
+                     "gates": [g for g in launching() if g in entry.gates], **spec}],
         "controls": [{"name": f"{m.ident}_g{gate}", "entry": entry.name, "gate": gate, "timeout": MUTANT_TIMEOUT,
                       "fault": f"{m.kind}: {m.change} at line {m.line}", "patch": f"{m.ident}.patch"}
-                     for m in made for gate in GATES if gate in entry.gates],
+                     for m in made for gate in launching() if gate in entry.gates],
     }
     path = here / "contract.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False, width=200))

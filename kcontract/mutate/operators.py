@@ -6,7 +6,7 @@ import random
 import re
 from dataclasses import dataclass
 
-CLASSES = ("arith", "compare", "bound", "sync", "swap", "rescale", "const")
+CLASSES = ("arith", "compare", "bound", "sync", "swap", "math", "const")
 SKIP_DIRECTIVES = ("#include", "#if", "#ifdef", "#ifndef", "#endif", "#else", "#elif", "#pragma", "#undef")
 ARITH = {" + ": " - ", " - ": " + ", " * ": " / ", " / ": " * "}
 COMPARE = {" < ": " <= ", " <= ": " < ", " > ": " >= ", " >= ": " > ", " == ": " != ", " != ": " == "}
@@ -101,7 +101,7 @@ def _sites(source: str) -> list[tuple[str, int, int, int, str, str]]:
         for m in EXP_CALL.finditer(code):
             close = _matching(code, m.end() - 1)
             if close is not None:
-                sites.append(("rescale", number, start + m.start(), start + close + 1, "1.0f",
+                sites.append(("math", number, start + m.start(), start + close + 1, "1.0f",
                               f"{m.group(1)}(...) -> 1.0f"))
     return sites
 

@@ -1,4 +1,4 @@
-"""Classic rounding-error bound constants (Higham's gamma_n)."""
+"""Classic rounding-error bounds: Higham's gamma_n, and the roundings on a term's path through fp32 chains."""
 
 from __future__ import annotations
 
@@ -14,3 +14,9 @@ def gamma(n, u: float) -> np.ndarray:
     if np.any(nu >= 1):
         raise ValueError(f"gamma needs n*u < 1, given n*u up to {float(np.max(nu))}")
     return (nu / (1.0 - nu))[()]
+
+
+def path_roundings(lengths, products: int = 0, extra=0):
+    """Roundings on one term's path through nested fp32 chains: n - 1 additions in each chain of n terms (lengths,
+    ints or arrays), plus `products` rounded products and `extra` other roundings (rescales, say)."""
+    return sum(n - 1 for n in lengths) + products + extra

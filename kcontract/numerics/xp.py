@@ -65,7 +65,7 @@ def to_host(a) -> np.ndarray:
 
 
 def segment_reduce(x, starts, op: str, padded: bool | None = None):
-    """Reduce x [G, n] over the key segments beginning at `starts` (host ints): 'sum' or 'max', [G, nseg].
+    """Reduce x [G, n] over the segments of its last axis beginning at `starts` (host ints): 'sum' or 'max', [G, nseg].
 
     numpy uses ufunc.reduceat; CuPy (or padded=True) gathers the segments into a padded [G, nseg, longest]
     block filled with the operation's identity and reduces its last axis.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kcontract.records.records import read_json, record_path
-from kcontract.records.shapes import smem_on
+from kcontract.problem import smem_on
 
 # attribute names as CuPy's Function.attributes gives them, and cudaFuncAttributes' spellings
 _ALIASES = {

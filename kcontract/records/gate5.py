@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcontract.contract.patches import PatchError
-from kcontract.records.limits import check_launch, limits_for
+from kcontract.gatetable import records_gate
+from kcontract.sms import check_launch, limits_for, sm_number
 from kcontract.records.records import (
     UPDATE_HINT,
     dumps,
@@ -18,14 +19,18 @@ from kcontract.records.records import (
     write_baseline,
     write_json,
 )
-from kcontract.records.shapes import launch_shapes, smem_on
+from kcontract.problem import smem_on
+from kcontract.records.shapes import launch_shapes
 from kcontract.records.toolchains import STRICT_HINT, has_own_records, recorded_toolchains, toolchain_findings
 from kcontract.toolchain.build import Build, Failure, build, read_inputs
 from kcontract.toolchain.cache import CompileCache, cache_root, inputs_digest
+from kcontract.toolchain.exports import built_exports
 from kcontract.toolchain.locate import Toolchain
-from kcontract.toolchain.units import Unit, contract_uses, group_units, resolve_source, unit_of
+from kcontract.contract.paths import resolve_source
+from kcontract.toolchain.units import Unit, contract_uses, group_units, unit_of
 
 KERNEL_FIELDS = ("symbol", "mangled", "threads", "dynamic_smem")
+RECORDS = records_gate().number  # the contract's number for the launch-records gate
 SM_FIELDS = ("registers", "static_smem", "stack", "spill_stores", "spill_loads", "barriers", "opt_in",
              "blocks_per_sm", "problems")
 
@@ -120,11 +125,11 @@ def gate5_units(loaded) -> list[Unit]:
 
 
 def _entries(loaded) -> list:
-    return [e for e in loaded.entries if e.kernel.cuda is not None and 5 in e.gates]
+    return [e for e in loaded.entries if e.kernel.cuda is not None and RECORDS in e.gates]
 
 
 def _controls(loaded) -> list:
-    return [c for c in loaded.controls if c.gate == 5 and c.kernel.cuda is not None]
+    return [c for c in loaded.controls if c.gate == RECORDS and c.kernel.cuda is not None]
 
 
 @dataclass
@@ -158,7 +163,7 @@ def judge_kernel(loaded, entry, kernel, *, root: Path | None = None, cache: Comp
                  built: Build | None = None, jobs: int | None = None, strict: bool = False) -> KernelVerdict:
     """Compile `kernel` for every target and compare it with `entry`'s committed record and the baseline."""
     base = Path(loaded.path).resolve().parent
-    root = root or records_root(loaded.path)
+    root = root or records_root(loaded)
     unit = unit_of(loaded, kernel.cuda)
     units = {unit.ident: unit}
     if built is None:
@@ -221,7 +226,7 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, cac
     if built is None:
         built = build(list(units.values()), loaded.targets, cache or CompileCache(cache_root(loaded.path)), base,
                       jobs)
-    report = Gate5Report(built.toolchain, loaded.targets, root or records_root(loaded.path), strict)
+    report = Gate5Report(built.toolchain, loaded.targets, root or records_root(loaded), strict)
     report.build = built
     report.compile_failures = [f for f in built.failures if f.unit.ident in units]
     fresh: dict[str, dict] = {}
@@ -263,7 +268,10 @@ def control_verdict(control, verdict: KernelVerdict) -> ControlVerdict:
 def _fresh_record(name: str, kernel, family, report: Gate5Report, units: dict, built: Build,
                   base: Path) -> tuple[dict | None, list[str]]:
     """The record an entry's (or a stand-in control's) kernel has now, and errors that block it."""
-    shapes, errors = launch_shapes(family, sorted(kernel.symbols), name, kernel.launch)
+    unit = units[(kernel.source, tuple(kernel.options), kernel.patch)]
+    exports, errors = built_exports(kernel, unit, built, report.targets)
+    shapes, more = launch_shapes(family, sorted(kernel.symbols), name, kernel.launch, exports)
+    errors += more
     try:
         source, headers, _ = read_inputs(resolve_source(base, kernel.source), tuple(kernel.options), base,
                                          resolve_source(base, kernel.patch) if kernel.patch else None)
@@ -273,7 +281,6 @@ def _fresh_record(name: str, kernel, family, report: Gate5Report, units: dict, b
         return None, errors + [f"{name}: {kernel.patch}:{error.line}: {error.message}"]
     if errors:
         return None, errors
-    unit = units[(kernel.source, tuple(kernel.options), kernel.patch)]
     record = {"entry": name, "source": kernel.source, "toolchain": report.toolchain.id,
               "inputs_sha256": inputs_digest(source, headers, tuple(kernel.options)), "kernels": {}}
     for role, expression in sorted(kernel.symbols.items()):
@@ -302,11 +309,6 @@ def _problems(name: str, record: dict) -> list[str]:
     """Limit problems of a record as `entry/role: problem`."""
     return [f"{name}/{role}: {p}" for role, k in sorted(record["kernels"].items())
             for sm in sorted(k["sms"], key=sm_number) for p in k["sms"][sm]["problems"]]
-
-
-def sm_number(sm: str) -> int:
-    """80 for sm_80, 90 for sm_90a: the order SMs print in."""
-    return int("".join(ch for ch in sm if ch.isdigit()) or 0)
 
 
 def _diff(old: dict, new: dict, fields: tuple[str, ...]) -> list[str]:
@@ -417,7 +419,7 @@ def _rel(path: Path) -> str:
 
 def orphan_records(loaded, root: Path | None = None) -> list[str]:
     """Committed record files (of any toolchain) whose entry is no CUDA gate-5 entry of the contract."""
-    root = root or records_root(loaded.path)
+    root = root or records_root(loaded)
     names = {e.name for e in _entries(loaded)}
     return [f"{_rel(path)}: a record for `{name}`, which is no CUDA gate-5 entry of the contract: {UPDATE_HINT}"
             for toolchain in recorded_toolchains(root) for name, path in record_files(root, toolchain).items()

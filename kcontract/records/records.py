@@ -1,4 +1,4 @@
-"""Record files: records/<toolchain>/<entry>.json per entry, and records/baseline.json; stable, small diffs."""
+"""Record files: <records>/<toolchain>/<entry>.json per entry, and <records>/baseline.json; stable, small diffs."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ from pathlib import Path
 
 from kcontract.errors import ContractError
 
-RECORDS_DIR = "records"
 BASELINE = "baseline.json"
-UPDATE_HINT = "run `kcontract records --update` and commit records/"
+UPDATE_HINT = "run `kcontract records --update` and commit the records"
 
 
-def records_root(contract_path: str | Path) -> Path:
-    """records/ beside the contract file."""
-    return Path(contract_path).resolve().parent / RECORDS_DIR
+def records_root(loaded) -> Path:
+    """The contract's records folder (`folders.records`, default records/ beside the contract file)."""
+    return Path(loaded.path).resolve().parent / loaded.model.folders.records
 
 
 def record_path(root: Path, toolchain: str, entry: str) -> Path:
@@ -24,7 +23,7 @@ def record_path(root: Path, toolchain: str, entry: str) -> Path:
 
 
 def dumps(value, indent: int = 0) -> str:
-    """JSON with sorted keys; a mapping or list holding no mapping stays on one line (one line per SM)."""
+    """JSON with sorted fields; a mapping or list holding no mapping stays on one line (one line per SM)."""
     pad = "  " * indent
     if isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
         items = [f'{pad}  {json.dumps(k)}: {dumps(v, indent + 1)}' for k, v in sorted(value.items(), key=_natural)]

@@ -1,59 +1,52 @@
-"""Launch shapes from a family: threads per block and dynamic shared memory per kernel symbol role."""
+"""Launch shapes of a kernel's symbol roles: the kernel reference's own `launch`, else its family's default."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
-from kcontract.errors import UsageError
+from kcontract.contract.kernels import launch_on
+from kcontract.problem import LaunchShape
 
 
-def smem_on(dynamic_smem: int | dict[str, int], sm: str) -> int:
-    """Dynamic shared memory on `sm`: the one value, or that SM's (sm_90a reads sm_90's) of a per-SM launch."""
-    if isinstance(dynamic_smem, int):
-        return dynamic_smem
-    for name in (sm, sm.rstrip("af")):
-        if name in dynamic_smem:
-            return dynamic_smem[name]
-    raise UsageError(f"the launch gives dynamic shared memory per SM ({', '.join(dynamic_smem)}) and none for {sm}: "
-                     f"add {sm} to the contract's `targets`")
-
-
-@dataclass(frozen=True)
-class LaunchShape:
-    """How a symbol is launched: threads per block and dynamic shared memory in bytes (one value, or per SM)."""
-
-    threads: int
-    dynamic_smem: int | dict[str, int]
-
-    def smem_on(self, sm: str) -> int:
-        """The bytes a launch on `sm` gives."""
-        return smem_on(self.dynamic_smem, sm)
-
-
-def launch_shapes(family, roles: list[str], owner: str, overrides: dict | None = None
-                  ) -> tuple[dict[str, LaunchShape], list[str]]:
-    """Each role's shape: the kernel's own `launch` override, else `family.launch_shapes()`; and errors."""
+def launch_shapes(family, roles: list[str], owner: str, overrides: dict | None = None,
+                  exports: dict[str, dict[str, int]] | None = None) -> tuple[dict[str, LaunchShape], list[str]]:
+    """Each role's shape: the kernel's own `launch` override, else `family.launch_shapes()`; and errors. An
+    override that names the kernel's exports takes their values per SM (`exports`: {sm: {name: value}} of the
+    modules built)."""
     shapes: dict[str, LaunchShape] = {}
     errors: list[str] = []
     name = getattr(family, "name", type(family).__name__)
     for item in family.launch_shapes() or []:
-        role = item.get("symbol", item.get("role")) if isinstance(item, dict) else None
-        threads = item.get("threads") if isinstance(item, dict) else None
-        if isinstance(threads, (list, tuple)):
-            threads = math.prod(int(t) for t in threads)
-        dynamic = item.get("dynamic_smem", 0) if isinstance(item, dict) else None
-        if not isinstance(role, str) or not isinstance(threads, int) or not isinstance(dynamic, (int, dict)):
+        if not isinstance(item, LaunchShape) or not isinstance(item.threads, int) \
+                or not isinstance(item.dynamic_smem, (int, dict)):
             errors.append(f"{owner}: family {name} gave a launch shape {item!r}; expected "
-                          "{'symbol': ROLE, 'threads': N or [x, y, z], 'dynamic_smem': BYTES}")
+                          "kcontract.problem.LaunchShape(role, threads, dynamic_smem)")
             continue
-        if role in shapes:
-            errors.append(f"{owner}: family {name} gave two launch shapes for symbol `{role}`; give one")
-        shapes[role] = LaunchShape(threads, dynamic)
+        if item.role in shapes:
+            errors.append(f"{owner}: family {name} gave two launch shapes for symbol `{item.role}`; give one")
+        shapes[item.role] = item
     for role, shape in (overrides or {}).items():
-        shapes[role] = LaunchShape(shape.threads, shape.dynamic_smem)
+        fields = {}
+        for field in ("threads", "dynamic_smem"):
+            given = getattr(shape, field)
+            if not isinstance(given, str):
+                fields[field] = given
+                continue
+            if not exports:
+                errors.append(f"{owner}: launch `{role}` {field} reads the kernel's exports ({given!r}), and no "
+                              f"module of it was built")
+                break
+            found = {}
+            for sm, values in exports.items():
+                found[sm], why = launch_on(given, field, sm, values)
+                if why:
+                    errors.append(f"{owner}: launch `{role}` {field}{why}")
+            fields[field] = found if len(set(found.values())) > 1 else next(iter(found.values()))
+        else:
+            if isinstance(fields["threads"], dict):
+                errors.append(f"{owner}: launch `{role}` threads differ per SM ({fields['threads']}); give one")
+                continue
+            shapes[role] = LaunchShape(role, fields["threads"], fields["dynamic_smem"])
     for role in roles:
         if role not in shapes:
             errors.append(f"{owner}: family {name} gives no launch shape for symbol `{role}`: its launch_shapes() "
-                          f"must return {{'symbol': '{role}', 'threads': N, 'dynamic_smem': BYTES}}")
+                          f"must return LaunchShape('{role}', threads, dynamic_smem)")
     return shapes, errors

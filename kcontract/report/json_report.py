@@ -6,8 +6,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from kcontract.report.summary import Summary
-from kcontract.runner.outcome import Outcome
+from kcontract.verdict.summary import Summary
+from kcontract.verdict.outcome import Outcome
 
 
 def _plain(value):

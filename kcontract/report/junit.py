@@ -5,9 +5,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from kcontract.gates import GATES
-from kcontract.report.summary import Summary
-from kcontract.runner.outcome import Outcome
+from kcontract.gatetable import gate as gate_row
+from kcontract.verdict.summary import Summary
+from kcontract.verdict.outcome import Outcome
 
 
 def junit_document(entries: list[Outcome], controls: list[Outcome], planted: dict[str, int],
@@ -16,15 +16,18 @@ def junit_document(entries: list[Outcome], controls: list[Outcome], planted: dic
     suite = ET.Element("testsuite", name="kcontract")
     for o in entries:
         for gate in o.task.gates:
-            case = ET.SubElement(suite, "testcase", classname=o.task.name, name=f"gate {gate} {GATES[gate].TITLE}")
+            case = ET.SubElement(suite, "testcase", classname=o.task.name, name=f"gate {gate} {gate_row(gate).title}")
             r = o.gates.get(gate)
             case.set("time", f"{r.seconds:.3f}" if r else "0")
             if o.status != "ran":
                 ET.SubElement(case, "error", message=f"{o.status}: {_first_line(o.detail)}").text = \
                     (o.detail + ("\n" + o.trace if o.trace else ""))
+            elif r.skipped:
+                ET.SubElement(case, "skipped", message=r.message)
             elif not r.passed:
                 worst = f"worst: {r.worst}\n" if r.worst else ""
-                ET.SubElement(case, "failure", message=r.message).text = f"{worst}replay: {r.replay}"
+                causes = f"usual causes: {'; '.join(r.causes)}\n" if r.causes else ""
+                ET.SubElement(case, "failure", message=r.message).text = f"{worst}{causes}replay: {r.replay}"
     for o in controls:
         gate = planted[o.task.name]
         case = ET.SubElement(suite, "testcase", classname="controls", name=f"{o.task.name} red at gate {gate}")

@@ -2,40 +2,40 @@
 
 from __future__ import annotations
 
-from kcontract.gates import GATES
+from kcontract.gatetable import Kind, gate
 from kcontract.gates.base import GateResult
-from kcontract.report.summary import gates_phrase
-from kcontract.runner.outcome import Outcome, Task
+from kcontract.verdict.summary import gates_phrase
+from kcontract.verdict.outcome import Outcome, Task
 
 
 def who(task: Task) -> str:
-    """`np_decode` or `control np_truncated_output (for np_decode)`."""
+    """`my_entry` or `control my_fault (for my_entry)`."""
     return task.name if task.kind == "entry" else f"control {task.name} (for {task.entry})"
 
 
 def counts(result: GateResult) -> str:
     """The counts that matter for the gate's kind."""
-    kind = getattr(GATES[result.gate], "KIND", "")
-    if kind == "ranges":
+    if result.skipped:
+        return "nothing ran"
+    kind = gate(result.gate).kind
+    if kind is Kind.RANGES:
         line = (f"{result.checked} checked, {result.decided} decided ({result.facts.get('decided_pct', 0.0):g} %), "
                 f"{result.bit_equal} bit-equal, {result.within} within, {result.failures} failures")
         parts = result.facts.get("by_output") or {}
         return line + "".join(f"; {name} {c['checked']} checked, {c['decided']} decided, {c['failures']} failures"
                               for name, c in parts.items())
-    if kind == "invariance":
+    if kind is Kind.INVARIANCE:
         return (f"{result.checked} compared over {result.facts.get('variants', 0)} variants, "
                 f"{result.bit_equal} bit-equal, {result.failures} failures")
-    if kind == "records":
-        return (f"{result.checked} symbol x SM rows, {result.failures} failures, "
-                f"{result.facts.get('limit_problems', 0)} limit problems")
-    return f"{result.checked} checked, {result.failures} failures"
+    return (f"{result.checked} symbol x SM rows, {result.failures} failures, "
+            f"{result.facts.get('limit_problems', 0)} limit problems")
 
 
 def gate_line(task: Task, result: GateResult) -> str:
     """`entry gate 1 exactness vs float64: pass, 4096 checked, ..., 2.1 s`."""
-    verdict = "pass" if result.passed else "FAIL"
-    return (f"{who(task)} gate {result.gate} {GATES[result.gate].TITLE}: {verdict}, {counts(result)}, "
+    text = (f"{who(task)} gate {result.gate} {gate(result.gate).title}: {result.status}, {counts(result)}, "
             f"{result.seconds:.1f} s")
+    return text + (f" ({result.message.removeprefix('skipped: ')})" if result.skipped else "")
 
 
 def status_line(outcome: Outcome) -> str:

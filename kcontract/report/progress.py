@@ -6,8 +6,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kcontract.report.lines import gate_line, status_line, who
-from kcontract.runner.outcome import Outcome
-from kcontract.runner.outcome import Progress as Step
+from kcontract.verdict.outcome import Outcome
+from kcontract.verdict.outcome import Progress as Step
 
 
 class RunProgress:

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from kcontract import __version__
-from kcontract.provenance import file_sha256, git_state, package_digest, run_sources
+from kcontract.identity import file_sha256
+from kcontract.provenance import checker, git_state, run_sources
 from kcontract.receipts import KIND
-from kcontract.toolchain.units import resolve_source
+from kcontract.contract.paths import resolve_source
 
 
 def uses_gpu(loaded) -> bool:
@@ -53,7 +54,7 @@ def build_receipt(loaded, document: dict, seed: int, wall_s: float, extra: dict 
         "seed": seed,
         "wall_s": round(wall_s, 2),
         "git": git_state(base),
-        "checker": {"version": __version__, "sha256": package_digest()},
+        "checker": checker(loaded),
         "environment": environment(gpu, document.get("toolchain")),
         "sources": {p: file_sha256(base / p) for p in run_sources(loaded)},
         **(extra or {}),
@@ -116,19 +117,21 @@ def receipt_markdown(receipt: dict) -> str:
     bench = receipt.get("bench") or []
     if bench:
         ceiling = receipt.get("bench_ceiling", {})
-        mma = (f"; bf16 mma.sync ceiling {ceiling['mma_tflops']:.0f} TFLOP/s (prompt rows: useful and issued tensor "
-               f"work against it)" if ceiling.get("mma_tflops") else "")
+        mma = (f"; bf16 mma.sync ceiling {ceiling['mma_tflops']:.0f} TFLOP/s (compute-bound rows: useful and issued "
+               f"tensor work against it)" if ceiling.get("mma_tflops") else "")
         lines += ["", f"Speed (GPU microseconds, median of CUDA-event timings with L2 flushed; read ceiling "
                       f"{ceiling.get('read_gbps', 0):.0f} GB/s, device-to-device copy {ceiling.get('copy_gbps', 0):.0f}"
                       f" GB/s counted both ways{mma}):", "",
-                  "| shape | rows | keys | us | graph us | GB/s | of ceiling | TFLOP/s | torch us | torch TFLOP/s |",
+                  "| call | size | us | graph us | GB/s | of ceiling | TFLOP/s | peer | peer us | peer TFLOP/s |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for r in bench:
-            torch = r["torch_us"] if r.get("torch_us") is not None else r.get("torch", "")
+            peer_us = r.get("peer_us") if r.get("peer_us") is not None else ""
             share = (f"{100 * r['mma_ratio']:.0f} % mma, {100 * r['issued_ratio']:.0f} % issued" if "mma_ratio" in r
-                     else f"{100 * r['ratio']:.0f} %")
-            lines.append(f"| {r['shape']} | {r['rows']} | {r['keys']} | {r['us']} | {r['graph_us']} | {r['gbps']} | "
-                         f"{share} | {r.get('tflops', '')} | {torch} | {r.get('torch_tflops') or ''} |")
+                     else f"{100 * r.get('ratio', 0):.0f} %")
+            size = ", ".join(f"{k} {v}" for k, v in (r.get("size") or {}).items())
+            lines.append(f"| {r.get('call', '')} | {size} | {r.get('us')} | {r.get('graph_us')} | {r.get('gbps')} | "
+                         f"{share} | {r.get('tflops', '')} | {r.get('peer', '')} | {peer_us} | "
+                         f"{r.get('peer_tflops') or ''} |")
     kernels = {(e.get("kernel") or {}).get("toolchain") for e in receipt.get("entries", []) if e.get("kernel")}
     if kernels:
         lines += ["", f"Cubins built by: {', '.join(sorted(k for k in kernels if k))}"]

@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kcontract.gates import GATES
+from kcontract.gatetable import gate as gate_row
 from kcontract.report.lines import status_line, who
-from kcontract.runner.outcome import Outcome
+from kcontract.verdict.outcome import Outcome
 
 
 def _table(title: str, columns: tuple[str, ...], numeric: tuple[str, ...] = ()) -> Table:
@@ -31,9 +31,9 @@ def entry_table(outcomes: list[Outcome]) -> Table:
             table.add_row(Text(o.task.name), "all", Text(o.status, style="red"), "", "", "", f"{o.seconds:.1f}")
             continue
         for gate, r in sorted(o.gates.items()):
-            verdict = Text("pass", style="green") if r.passed else Text("FAIL", style="red")
+            verdict = Text(r.status, style="red" if r.status == "FAIL" else ("yellow" if r.skipped else "green"))
             decided = f"{r.facts['decided_pct']:g} %" if "decided_pct" in r.facts else ""
-            table.add_row(Text(o.task.name), f"{gate} {GATES[gate].TITLE}", verdict, str(r.checked), decided,
+            table.add_row(Text(o.task.name), f"{gate} {gate_row(gate).title}", verdict, str(r.checked), decided,
                           str(r.failures), f"{r.seconds:.1f}")
     return table
 
@@ -91,13 +91,15 @@ def print_failures(console: Console, outcomes: list[Outcome], *, planted: dict[s
                           highlight=False)
             continue
         for gate, r in red:
-            console.print(f"{who(o.task)} gate {gate} ({GATES[gate].TITLE}): {r.message}", markup=False,
+            console.print(f"{who(o.task)} gate {gate} ({gate_row(gate).title}): {r.message}", markup=False,
                           highlight=False)
             if r.worst:
                 w = r.worst
                 where = ", ".join(f"{k} {v}" for k, v in w.coords.items())
                 console.print(f"  worst: case {w.case}{', ' + where if where else ''}: got {w.got}, expected "
                               f"{w.expected}{'; ' + w.detail if w.detail else ''}", markup=False, highlight=False)
+            if r.causes:
+                console.print(f"  usual causes: {'; '.join(r.causes)}", markup=False, highlight=False)
             console.print(f"  replay: {r.replay}", markup=False, highlight=False)
         if planted is not None and planted[o.task.name] not in [g for g, _ in red]:
             console.print(f"{who(o.task)}: MISSED: gate {planted[o.task.name]} passed; the planted fault went "

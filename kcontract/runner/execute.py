@@ -19,13 +19,14 @@ import kcontract
 from kcontract.contract.imports import import_roots
 from kcontract.contract.loader import load_contract
 from kcontract.errors import EnvironmentProblem, KContractError
-from kcontract.gates import GATES
+from kcontract.gates import run_gate
 from kcontract.gates.context import GateContext
 from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
 from kcontract.profiling import host_peak_bytes, measuring
 from kcontract.refcache import ReferenceCache, reference_root
-from kcontract.runner.outcome import Outcome, Progress, Task
+from kcontract.toolchain.exports import family_exports
+from kcontract.verdict.outcome import Outcome, Progress, Task
 
 _CONTRACTS: dict[str, object] = {}
 _PACKAGE = Path(kcontract.__file__).resolve().parent
@@ -66,7 +67,8 @@ def execute(task: Task, report: Callable[[Progress], None] = lambda p: None, fre
         loaded = fresh_contract(task.contract_path, fresh)
         entry = loaded.entry(task.entry)
         kernel = entry.kernel if task.kind == "entry" else loaded.control(task.name).kernel
-        family = type(entry.family)(entry.name, entry.family.spec, task.seed)
+        family = entry.fresh_family(task.seed)
+        family.exports = family_exports(loaded, entry.kernel.cuda, family.exports_needed())
         family.store = ReferenceCache(reference_root(task.contract_path), enabled=task.cache)
         ctx = GateContext(loaded, entry, family, kernel, task.seed, task.contract_path, task.case,
                           control=task.name if task.kind == "control" else None,
@@ -77,7 +79,7 @@ def execute(task: Task, report: Callable[[Progress], None] = lambda p: None, fre
             for gate in task.gates:
                 began = time.perf_counter()
                 with measuring() as clock:
-                    result = GATES[gate].run(ctx)
+                    result = run_gate(gate, ctx)
                 result.seconds = time.perf_counter() - began
                 result.profile = clock.summary(result.seconds, host_peak_bytes())
                 outcome.gates[gate] = result

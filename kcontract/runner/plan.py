@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from kcontract.contract.loaded import LoadedContract
 from kcontract.errors import UsageError
-from kcontract.runner.outcome import Task
+from kcontract.family.cases import family_cases, main_cases
+from kcontract.gatetable import gate
+from kcontract.verdict.outcome import Task
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache
         entry = loaded.entry(entry_name)
         gates = [g for g in entry.gates if (sel.gate is None or g == sel.gate) and (planted is None or g == planted)]
         if sel.case is not None:
-            gates = [g for g in gates if sel.case in entry.family.cases(g)]
+            gates = [g for g in gates if sel.case in family_cases(entry.family, g)]
         return gates
 
     tasks = [Task("entry", e.name, e.name, contract_path, [gate], seed, sel.case, e.timeout, cache,
@@ -67,7 +69,7 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache
 def _weight(entry) -> int:
     """How heavy an entry's gates are: the host bytes of its largest case."""
     family = entry.family
-    return max((family.case_bytes(c) for c in family.cases(1)), default=0)
+    return max((family.case_bytes(c) for c in main_cases(family)), default=0)
 
 
 def _refuse_empty(loaded: LoadedContract, tasks: list[Task], sel: Selection, considered: list[str]) -> None:
@@ -80,11 +82,11 @@ def _refuse_empty(loaded: LoadedContract, tasks: list[Task], sel: Selection, con
     subject = ", ".join(sorted(set(considered))[:6]) or "the selected entries"
     if sel.case is not None:
         known = sorted({c for name in set(considered) for g in loaded.entry(name).gates
-                        for c in loaded.entry(name).family.cases(g)})
+                        for c in family_cases(loaded.entry(name).family, g)})
         raise UsageError(f"--case {sel.case}: {subject} has no such case"
                          f"{' under --gate ' + str(sel.gate) if sel.gate else ''}; cases: {_few(known)}")
     if sel.gate is not None:
-        why = " (gate 5 checks launch records of CUDA kernels)" if sel.gate == 5 else ""
+        why = f" (gate {sel.gate} checks launch records of CUDA kernels)" if not gate(sel.gate).launches else ""
         raise UsageError(f"--gate {sel.gate}: {subject} runs no gate {sel.gate}{why}")
     raise UsageError("nothing to run: the selection holds no entry or control")
 

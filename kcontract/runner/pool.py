@@ -16,7 +16,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Callable
 
-from kcontract.runner.outcome import Outcome, Progress, Task
+from kcontract.verdict.outcome import Outcome, Progress, Task
 
 
 def _serve(conn: Connection) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kcontract.launch.cuda import target_for
 from kcontract.machine import usable_cores
-from kcontract.runner.outcome import Task
+from kcontract.verdict.outcome import Task
 from kcontract.sassdiff.unchanged import unchanged_patches
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kcontract.contract.loaded import LoadedContract
+from kcontract.family.cases import family_cases, main_cases
 from kcontract.machine import free_gpu_memory, physical_memory, size_text, usable_cores
 from kcontract.records.gate5 import orphan_records
-from kcontract.report.summary import Summary, summarise
-from kcontract.runner.outcome import Outcome, Progress, Task, merge_outcomes
+from kcontract.verdict.summary import Summary, summarise
+from kcontract.verdict.outcome import Outcome, Progress, Task, merge_outcomes
 from kcontract.runner.pool import in_process, run_in_workers
 
 
@@ -29,7 +30,7 @@ def work_units(loaded: LoadedContract, tasks: list[Task]) -> int:
     for task in tasks:
         family = loaded.entry(task.entry).family
         for gate in task.gates:
-            cases = family.cases(gate)
+            cases = family_cases(family, gate)
             total += 1 if not cases else (1 if task.case is not None else len(cases))
     return total
 
@@ -42,7 +43,7 @@ def auto_jobs(loaded: LoadedContract, gpu: bool) -> tuple[int, str]:
     """Workers for `--jobs auto` and why: one per core, as many as host memory holds at the contract's largest
     case, and (when tasks use the GPU) as many as its free memory holds at GPU_WORKER_BYTES each."""
     cores = usable_cores()
-    need = max([HOST_WORKER_FLOOR] + [e.family.case_bytes(c) for e in loaded.entries for c in e.family.cases(1)])
+    need = max([HOST_WORKER_FLOOR] + [e.family.case_bytes(c) for e in loaded.entries for c in main_cases(e.family)])
     host = physical_memory() // need if physical_memory() else cores
     jobs, why = min(cores, host), [f"{cores} cores", f"{size_text(physical_memory())} host / {size_text(need)}"]
     if gpu:

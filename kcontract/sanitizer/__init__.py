@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcontract.errors import EnvironmentProblem
+from kcontract.family.cases import main_cases
+from kcontract.gatetable import gate
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 SANITIZER_ENV = "KCONTRACT_SANITIZER"  # the compute-sanitizer to use, where it is not on PATH
@@ -56,7 +58,7 @@ def sanitizer_path() -> str:
 def smallest_case(entry) -> str:
     """The entry's gate-1 case with the fewest host bytes."""
     family = entry.family
-    return min(family.cases(1), key=family.case_bytes)
+    return min(main_cases(family), key=family.case_bytes)
 
 
 def targets(loaded, entries, with_controls: bool) -> list[Target]:
@@ -69,7 +71,7 @@ def targets(loaded, entries, with_controls: bool) -> list[Target]:
         found.append(Target("entry", entry.name, entry.name, case))
         if with_controls:
             found += [Target("control", c.name, entry.name, case) for c in loaded.controls
-                      if c.entry == entry.name and c.kernel.cuda is not None and c.gate in (1, 2, 3, 4)]
+                      if c.entry == entry.name and c.kernel.cuda is not None and gate(c.gate).launches]
     return found
 
 

@@ -1,14 +1,16 @@
 """One sanitized launch: `python -m kcontract.sanitizer.child CONTRACT entry|control NAME CASE` runs the kernel
-on the case's gate-1 call once (outputs poisoned, inputs from the run's cache) and exits 0, or 1 on a failure."""
+on the case's realistic-suite call once (outputs poisoned, inputs from the run's cache) and exits 0, or 1 on a failure."""
 
 from __future__ import annotations
 
 import sys
 
 from kcontract.contract.loader import load_contract
+from kcontract.gatetable import Suite
 from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
 from kcontract.refcache import ReferenceCache, reference_root
+from kcontract.toolchain.exports import family_exports
 
 
 def main(argv: list[str]) -> int:
@@ -16,11 +18,12 @@ def main(argv: list[str]) -> int:
     loaded = load_contract(contract)
     control = loaded.control(name) if kind == "control" else None
     entry = loaded.entry(control.entry if control else name)
-    family = type(entry.family)(entry.name, entry.family.spec, loaded.seed)
+    family = entry.fresh_family(loaded.seed)
+    family.exports = family_exports(loaded, entry.kernel.cuda, family.exports_needed())
     family.store = ReferenceCache(reference_root(contract))
     launcher = launcher_for(control.kernel if control else entry.kernel, loaded, entry)
     try:
-        for checked in family.checks(1, case):
+        for checked in family.checks(Suite.REALISTIC, case):
             launcher.run(checked.problem)
     except KernelFailure as failure:
         print(f"kcontract: {failure.message}", file=sys.stderr)

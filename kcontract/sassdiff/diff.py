@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcontract.records.gate5 import sm_number
+from kcontract.sms import sm_number
 from kcontract.sassdiff.elf import function_digest
 from kcontract.sassdiff.kernels import contract_kernels
 from kcontract.sassdiff.normalise import normalise, split_functions

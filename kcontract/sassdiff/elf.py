@@ -1,12 +1,27 @@
-"""Read a cubin's ELF sections and symbols: the bytes that belong to one kernel function."""
+"""Read a cubin's ELF sections and symbols (with pyelftools): the bytes that belong to one kernel function."""
 
 from __future__ import annotations
 
 import hashlib
-import struct
+import io
 from dataclasses import dataclass
 
+from elftools.common.exceptions import ELFError
+from elftools.elf import enums
+from elftools.elf.elffile import ELFFile
+
 SHT_SYMTAB, SHT_NOBITS = 2, 8
+
+# pyelftools gives known enum values by name; these turn them back into the numbers the ELF file holds (names are
+# unique across its machine-specific section types, so one table serves every e_machine)
+_SH_TYPES = {name: value for table in (enums.ENUM_SH_TYPE_BASE, enums.ENUM_SH_TYPE_ARM, enums.ENUM_SH_TYPE_AARCH64,
+                                       enums.ENUM_SH_TYPE_AMD64, enums.ENUM_SH_TYPE_MIPS, enums.ENUM_SH_TYPE_RISCV)
+             for name, value in table.items() if isinstance(value, int)}
+
+
+def _number(value: int | str, table: dict) -> int:
+    """The number behind a field pyelftools parsed as an enum (unknown values stay numbers)."""
+    return value if isinstance(value, int) else table[value]
 
 
 @dataclass(frozen=True)
@@ -19,32 +34,53 @@ class Section:
     data: bytes
 
 
-def _cstr(table: bytes, offset: int) -> str:
-    end = table.find(b"\0", offset)
-    return table[offset:end if end >= 0 else len(table)].decode("utf-8", "replace")
+def _open_elf(cubin: bytes) -> ELFFile:
+    """A 64-bit little-endian ELF (a cubin) opened with pyelftools; anything else raises ValueError."""
+    if cubin[:4] != b"\x7fELF" or len(cubin) < 6 or cubin[4] != 2 or cubin[5] != 1:
+        raise ValueError("not a 64-bit little-endian ELF cubin")
+    try:
+        return ELFFile(io.BytesIO(cubin))
+    except ELFError as error:
+        raise ValueError(f"not a readable ELF cubin: {error}") from None
+
+
+def _section_kind(section) -> int:
+    """A pyelftools section's sh_type as a number."""
+    return _number(section["sh_type"], _SH_TYPES)
+
+
+def _symbol_info(symbol) -> int:
+    """A pyelftools symbol's st_info byte: bind in the high nibble, type in the low one."""
+    info = symbol["st_info"]
+    return (_number(info["bind"], enums.ENUM_ST_INFO_BIND) << 4) | _number(info["type"], enums.ENUM_ST_INFO_TYPE)
+
+
+def _symbol_section(symbol) -> int:
+    """A pyelftools symbol's st_shndx as a number (SHN_UNDEF 0, SHN_ABS 0xfff1, ...)."""
+    return _number(symbol["st_shndx"], enums.ENUM_ST_SHNDX)
 
 
 def sections(cubin: bytes) -> tuple[list[Section], list[tuple]]:
     """(sections, symbols) of a 64-bit little-endian ELF; a symbol is (name, section index, value, size, info)."""
-    if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
-        raise ValueError("not a 64-bit little-endian ELF cubin")
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-    raw = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
-    names = cubin[raw[shstrndx][4]:raw[shstrndx][4] + raw[shstrndx][5]]
-    found = []
-    for name, kind, _flags, _addr, offset, size, *_ in raw:
-        data = b"" if kind == SHT_NOBITS else cubin[offset:offset + size]
-        found.append(Section(_cstr(names, name), kind, size, data))
-    symbols = []
-    for index, (_, kind, _f, _a, offset, size, link, _i, _al, entsize) in enumerate(raw):
-        if kind != SHT_SYMTAB or not entsize:
-            continue
-        strings = cubin[raw[link][4]:raw[link][4] + raw[link][5]]
-        for k in range(size // entsize):
-            st_name, st_info, st_other, st_shndx, st_value, st_size = struct.unpack_from(
-                "<IBBHQQ", cubin, offset + k * entsize)
-            symbols.append((_cstr(strings, st_name), st_shndx, st_value, st_size, st_info))
+    elf = _open_elf(cubin)
+    found, symbols = [], []
+    try:
+        for section in elf.iter_sections():
+            kind, size = _section_kind(section), section["sh_size"]
+            if kind == SHT_NOBITS:
+                data = b""
+            elif section.compressed:  # the bytes as stored, as for every other section
+                data = cubin[section["sh_offset"]:section["sh_offset"] + size]
+            else:
+                data = section.data()
+            found.append(Section(section.name, kind, size, data))
+            if kind != SHT_SYMTAB or not section["sh_entsize"]:
+                continue
+            for symbol in section.iter_symbols():
+                symbols.append((symbol.name, _symbol_section(symbol), symbol["st_value"], symbol["st_size"],
+                                _symbol_info(symbol)))
+    except ELFError as error:
+        raise ValueError(f"not a readable ELF cubin: {error}") from None
     return found, symbols
 
 

@@ -103,8 +103,8 @@ def _nvrtc_options(options: tuple[str, ...], base: Path) -> tuple[str, ...]:
 def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jobs: int | None = None,
           toolchain: Toolchain | None = None) -> Build:
     """Compile every unit for every SM the toolchain builds for (cache first); `base` is the contract's
-    directory. The toolchain is this environment's (`locate.find_toolchain`) unless one is given; its id keys the
-    cache, so cubins of one toolchain never pass for another's."""
+    directory. The toolchain is this environment's (`locate.find_toolchain`) unless one is given; its id is part of
+    every cache key, so cubins of one toolchain never pass for another's."""
     tool = toolchain or find_toolchain()
     result = Build(tool, skipped=[sm for sm in sms if not tool.builds(sm)])
     if not units:
@@ -126,7 +126,7 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
             if sm in result.skipped:
                 continue
             key = compile_key(toolchain=tool.id, label=unit.label, source=source, headers=headers,
-                              names=unit.expressions, sm=sm, options=unit.options)
+                              names=unit.expressions, sm=sm, options=unit.options, exports=unit.exports)
             hit = cache.get(key)
             if hit is not None:
                 result.modules[(unit.ident, sm)] = Module(unit, sm, key, hit.cubin_path, hit.lowered, hit.log, True,
@@ -135,10 +135,13 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
                 continue
             facts = {"label": unit.shown, "sm": sm, "names": list(unit.expressions), "options": list(unit.options),
                      "toolchain": tool.id}
+            if unit.exports:
+                facts["exports"] = list(unit.exports)
             pending[key] = (unit, sm, facts)
             # NVRTC resolves the program's quoted includes beside its name, taken from the working directory: the
             # source's absolute path makes them the files this key hashed, wherever kcontract runs from
-            todo.append((key, str(tool.nvrtc.path), source, str(unit.source.resolve()), unit.expressions, sm,
+            todo.append((key, str(tool.nvrtc.path), source, str(unit.source.resolve()),
+                         unit.expressions + unit.exports, sm,
                          _nvrtc_options(unit.options, base), (*include, str(tool.headers.path))))
     for key, outcome in _run(todo, jobs or default_jobs()):
         unit, sm, facts = pending[key]

@@ -76,8 +76,9 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def compile_key(*, toolchain: str, label: str, source: bytes, headers: dict[str, bytes], names: tuple[str, ...],
-                sm: str, options: tuple[str, ...]) -> str:
-    """The cache key of one compile: sha256 over everything that can change the cubin."""
+                sm: str, options: tuple[str, ...], exports: tuple[str, ...] = ()) -> str:
+    """The cache key of one compile: sha256 over everything that can change the cubin (a unit that exports nothing
+    keeps the key it had before units could export)."""
     facts = {
         "toolchain": toolchain,
         "label": label,
@@ -87,6 +88,8 @@ def compile_key(*, toolchain: str, label: str, source: bytes, headers: dict[str,
         "sm": sm,
         "options": list(options),
     }
+    if exports:
+        facts["exports"] = sorted(exports)
     return sha256_bytes(json.dumps(facts, sort_keys=True).encode())
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcontract.toolchain.headers import include_dirs_of, local_headers
-from kcontract.toolchain.units import resolve_source
+from kcontract.contract.paths import resolve_source
 
 SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inl")
 _NOISE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
@@ -78,13 +78,13 @@ def find_globals(path: Path) -> list[GlobalKernel]:
 
 
 def base_name(expression: str) -> str:
-    """`ns::window_decode<128, 256>` -> `window_decode`."""
+    """`ns::reduce<128, 256>` -> `reduce`."""
     head = re.split(r"[<(]", expression, maxsplit=1)[0].strip()
     return head.rsplit("::", 1)[-1].strip()
 
 
-def unregistered(loaded, folder: Path) -> tuple[list[GlobalKernel], list[GlobalKernel]]:
-    """(every __global__ under `folder`, those no entry's symbols name from a source that holds them)."""
+def unregistered(loaded, folders: list[Path]) -> tuple[list[GlobalKernel], list[GlobalKernel]]:
+    """(every __global__ under the folders, those no entry's symbols name from a source that holds them)."""
     base = Path(loaded.path).resolve().parent
     covered: dict[Path, set[str]] = {}
     for entry in loaded.entries:
@@ -96,8 +96,9 @@ def unregistered(loaded, folder: Path) -> tuple[list[GlobalKernel], list[GlobalK
         for path in [source, *local_headers(source, include_dirs_of(kernel.options, base))]:
             covered.setdefault(path.resolve(), set()).update(names)
     everything: dict[tuple[Path, str], GlobalKernel] = {}
-    if folder.is_dir():
-        for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in SUFFIXES):
+    for folder in folders:
+        files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in SUFFIXES) if folder.is_dir() else []
+        for path in files:
             for kernel in find_globals(path):
                 everything.setdefault((path, kernel.name), kernel)
     everything = list(everything.values())

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcontract.contract.model import CudaKernel
+from kcontract.contract.paths import resolve_source
+from kcontract.toolchain.exports import name_expression
 
 
 @dataclass(frozen=True)
@@ -15,12 +17,13 @@ class KernelUse:
     owner: str  # "entry" or "control"
     name: str  # the entry's or control's name
     role: str  # the ABI role in the family (e.g. partials, merge)
-    expression: str  # the NVRTC name expression, e.g. "window_decode<128, 256>"
+    expression: str  # the NVRTC name expression, e.g. "reduce<128, 256>"
     label: str  # the source as the contract writes it
     source: Path  # the source, resolved
     options: tuple[str, ...]
     patch_label: str | None = None  # the patch applied to the source, as the contract writes it
     patch: Path | None = None  # the patch, resolved
+    exports: tuple[str, ...] = ()  # name expressions of variables the kernel exports (toolchain/exports.py)
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,9 @@ class Unit:
     users: tuple[str, ...]  # entry and control names, for messages
     patch_label: str | None = None
     patch: Path | None = None
+    # name expressions of exported variables (`&wd::kExportPvKeyGroups<128, 4>`): compiled with the expressions,
+    # so NVRTC instantiates them and lowers their names; read back with toolchain/exports.py
+    exports: tuple[str, ...] = ()
 
     @property
     def ident(self) -> tuple[str, tuple[str, ...], str | None]:
@@ -47,20 +53,15 @@ class Unit:
         return self.label + (f" with {self.patch_label}" if self.patch_label else "")
 
 
-def resolve_source(base: Path, label: str) -> Path:
-    """A kernel source path from the contract, relative to the contract file's directory."""
-    path = Path(label)
-    return path if path.is_absolute() else (base / path)
-
-
 def uses_of(owner: str, name: str, kernel: CudaKernel | None, base: Path) -> list[KernelUse]:
     """Every symbol of one CUDA kernel reference (none for a Python kernel)."""
     if kernel is None:
         return []
     source = resolve_source(base, kernel.source)
     patch = resolve_source(base, kernel.patch) if kernel.patch else None
+    exports = tuple(name_expression(variable) for variable in kernel.exports.values())
     return [KernelUse(owner, name, role, expression, kernel.source, source, tuple(kernel.options), kernel.patch,
-                      patch) for role, expression in kernel.symbols.items()]
+                      patch, exports) for role, expression in kernel.symbols.items()]
 
 
 def contract_uses(loaded, *, entries: bool = True, controls: bool = True) -> list[KernelUse]:
@@ -87,7 +88,7 @@ def unit_of(loaded, kernel: CudaKernel) -> Unit:
 
 
 def group_units(uses: list[KernelUse]) -> list[Unit]:
-    """One unit per (source, options, patch), with the sorted union of its expressions."""
+    """One unit per (source, options, patch), with the sorted union of its expressions (and of its exports)."""
     groups: dict[tuple, list[KernelUse]] = {}
     for use in uses:
         groups.setdefault((use.label, use.options, use.patch_label or ""), []).append(use)
@@ -95,5 +96,6 @@ def group_units(uses: list[KernelUse]) -> list[Unit]:
     for (label, options, _), members in sorted(groups.items()):
         units.append(Unit(label, members[0].source, options,
                           tuple(sorted({u.expression for u in members})),
-                          tuple(dict.fromkeys(u.name for u in members)), members[0].patch_label, members[0].patch))
+                          tuple(dict.fromkeys(u.name for u in members)), members[0].patch_label, members[0].patch,
+                          tuple(sorted({e for u in members for e in u.exports}))))
     return units

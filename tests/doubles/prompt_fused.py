@@ -1,4 +1,4 @@
-"""A numpy double of the fused prompt kernel (abi: fused, sum_order: window_prompt_wgmma): per tile of 64 / G rows of
+"""A numpy double of the fused prompt kernel (abi: fused, sum_order: online_mma): per tile of 64 / G rows of
 one sequence and key head (with its G query heads), the tile's 64-key chunks at absolute positions in order,
 scores and p times V by the tensor-core k-step model, l in quads, the online merge in fp32 (in one chain or in
 several, merge_chains); hooks for planted faults."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from kcontract.families.attention.replay import fma32
-from kcontract.families.attention.tensorcore import STEP, kstep, replay_scores
+from kcontract.families.attention.tensorcore import replay_scores
+from kcontract.numerics.tensorcore import STEP, kstep
 from kcontract.numerics import bf16_from_f32_bits, round_to
 
 from .decode import f32_of_bf16

@@ -1,11 +1,13 @@
-"""A gate-5-only test family: kernels with declared launch shapes and no numerics."""
+"""A records-only test family: kernels with declared launch shapes and no numerics."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
 from kcontract.contract.model import Strict
-from kcontract.families.base import Family
+from kcontract.family.base import Family
+from kcontract.gatetable import Suite
+from kcontract.problem import LaunchShape
 
 
 class Launch(Strict):
@@ -22,22 +24,21 @@ class TinySpec(Strict):
 
 
 class TinyFamily(Family):
-    """Feeds gate 5 only: launch shapes straight from the YAML."""
+    """Feeds no suite: only the records gate runs, on launch shapes straight from the YAML."""
 
     name = "tests.tiny"
     Spec = TinySpec
-    gates = ()
+    suites = frozenset()
     spec: TinySpec
 
-    def case_names(self) -> list[str]:
+    def cases(self, suite: Suite) -> list[str]:
         return []
 
-    def exactness(self, case: str) -> list:
+    def checks(self, suite: Suite, case: str) -> list:
         return []
 
-    def invariance(self, case: str) -> list:
+    def invariance(self, suite: Suite, case: str) -> list:
         return []
 
-    def launch_shapes(self) -> list[dict]:
-        return [{"symbol": role, "threads": s.threads, "dynamic_smem": s.dynamic_smem}
-                for role, s in sorted(self.spec.launch.items())]
+    def launch_shapes(self) -> list[LaunchShape]:
+        return [LaunchShape(role, s.threads, s.dynamic_smem) for role, s in sorted(self.spec.launch.items())]

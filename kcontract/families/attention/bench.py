@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.bench.call import BenchCall
 from kcontract.families.attention.layout import MERGE_ARGS, PARTIALS_ARGS
 from kcontract.families.attention.spec import Shape
-from kcontract.problem import KernelLaunch, OutputSpec
+from kcontract.families.attention.peers import torch_sdpa
+from kcontract.problem import BenchCall, KernelLaunch, OutputSpec
 
 K_RMS, V_RMS, Q_RMS = 0.1, 1.0, 1.0  # realistic magnitudes: never time on zeros
 
@@ -19,7 +19,7 @@ def decode_call(shape: Shape, keys: int, rows: int, chunk: int, scale: float) ->
     cache = (rows, keys, hk, d)
     moved = rows * keys * hk * d * 2 * 2 + rows * hq * n_part * (d + 2) * 4 * 2 + rows * hq * d * 2 * 2
     return BenchCall(
-        label=f"d{d} {hq}/{hk}", rows=rows, keys=keys,
+        label=f"d{d} {hq}/{hk}", size={"rows": rows, "keys": keys},
         random_inputs={"q": ((rows, hq, d), Q_RMS), "k_cache": (cache, K_RMS), "v_cache": (cache, V_RMS)},
         fixed_inputs={"row_pos": np.full(rows, keys - 1, np.int32), "row_slot": np.arange(rows, dtype=np.int32)},
         outputs={"part_m": OutputSpec((rows, hq, n_part), "fp32"), "part_l": OutputSpec((rows, hq, n_part), "fp32"),
@@ -29,4 +29,5 @@ def decode_call(shape: Shape, keys: int, rows: int, chunk: int, scale: float) ->
         launches=(KernelLaunch("partials", (n_part, hk, rows), PARTIALS_ARGS),
                   KernelLaunch("merge", (hq, rows, 1), MERGE_ARGS)),
         bytes=moved, flops=4 * rows * keys * hq * d,
-        sdpa={"batch": rows, "q_heads": hq, "kv_heads": hk, "keys": keys, "head_dim": d, "scale": float(scale)})
+        peer=torch_sdpa({"batch": rows, "q_heads": hq, "kv_heads": hk, "keys": keys, "head_dim": d,
+                         "scale": float(scale)}))

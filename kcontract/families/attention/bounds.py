@@ -11,21 +11,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kcontract.families.attention import mma_sums
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.tensorcore import replay_scores
-from kcontract.families.attention.weights import (
-    FTZ,
-    WeightSystem,
-    chunk_frames,
-    score_error,
-    weight_systems,
-)
-from kcontract.numerics import U32, gamma, round_to
+from kcontract.families.attention.weights import WeightSystem, chunk_frames, score_error, weight_systems
+from kcontract.numerics import U32, gamma, path_roundings
+from kcontract.numerics.fp32 import FTZ
+from kcontract.numerics.functions import DIV_ROUNDINGS
+from kcontract.numerics.mma_bounds import bf16_parts, kstep_sum_error
 from kcontract.numerics.xp import array_module, reference_module, segment_reduce, to_device, to_host
 
 BLOCK = 2048  # keys per block of the batched sums
-DIV_ROUNDINGS = {"ieee": 1, "rcp_rn": 2, "rcp_approx": 5, "div_full": 6, "fdividef": 6}  # u's of O / L
 SLACK = 2.0**-30  # covers the float64 evaluation of the center and of the bound itself
 
 
@@ -38,9 +33,9 @@ class RowRange:
     facts: dict = field(default_factory=dict)
 
 
-def expected_bounds(center: np.ndarray, radius: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
-    """[RN(center - radius), RN(center + radius)] in fmt: RN is monotone, so RN(y) lies inside."""
-    return round_to(center - radius, fmt), round_to(center + radius, fmt)
+def pv_parts(prob_round: str) -> int:
+    """k-steps per 16 keys of p times V: one for bf16 p (prob_round bf16 or bf16_numerator), three for fp32 p."""
+    return bf16_parts("bf16" if prob_round in ("bf16", "bf16_numerator") else "fp32")
 
 
 def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: np.ndarray, scale: float,
@@ -62,8 +57,9 @@ def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: 
     starts = np.concatenate([[0], np.flatnonzero(np.diff(chunk_host)) + 1])
     n_chunks, max_chunk = len(starts), int(np.diff(np.append(starts, n)).max())
     r = arith.rescales_per_key
-    k_o = max_chunk + n_chunks + r  # (C-1) adds + product + merge product + (nch-1) merge adds + rescales
-    k_l = max_chunk + n_chunks - 1 + r
+    # (C-1) adds + product + merge product + (nch-1) merge adds + rescales; l's terms are no products
+    k_o = path_roundings((max_chunk, n_chunks), products=2, extra=r)
+    k_l = path_roundings((max_chunk, n_chunks), products=1, extra=r)
     center = np.empty((hq, d))
     radius = np.empty((hq, d))
     determined, err_max = [], 0.0
@@ -170,15 +166,15 @@ def _numerator_rounding(lin: dict, ch: dict, arith: Arithmetic, max_chunk: int, 
     Every rounding's error is at most u times the value it rounds: a product a_j v_j (sum P), an
     in-chunk partial sum or rescale (at most B_c = (P_c + |N_c|) / 2, the larger of the chunk's positive
     and negative parts), a merge product (|N_c|) or a merge partial sum (at most (sum_c |N_c| + |N|) / 2);
-    a chunk summed on tensor cores errs by at most mma_sums.relative_error times P_c instead.
+    a chunk summed on tensor cores errs by at most mma_bounds.kstep_sum_error times P_c instead.
     """
     xp = array_module(lin["numer"])
     drift = lin["dev_abs"] + ch["chunk_dev_abs"]  # >= sum_j |a_j - w_j| |v_j|
     p = lin["hi_abs"]
     s_n = ch["chunk_abs"] + drift  # >= sum_c |N_c| with the kernel's weights
     abs_n = xp.abs(lin["numer"]) + drift
-    if arith.pv == "mma_bf16":  # exact products, k-step cuts and truncations (mma_sums)
-        chunk_sums = mma_sums.relative_error(max_chunk, arith.chunk, arith.prob_round) / U32 * p
+    if arith.pv == "mma_bf16":  # exact products, k-step cuts and truncations (mma_bounds)
+        chunk_sums = kstep_sum_error(max_chunk, arith.chunk, pv_parts(arith.prob_round)) / U32 * p
     else:
         in_chunk = max_chunk - 1 + arith.rescales_per_key
         chunk_sums = p + in_chunk * 0.5 * (p + s_n)

@@ -6,19 +6,29 @@ from __future__ import annotations
 import numpy as np
 
 from kcontract.families.attention.window import Window
-from kcontract.families.base import Family
-from kcontract.problem import Checked
+from kcontract.family.base import Family
+from kcontract.gatetable import Kind, Suite
+from kcontract.problem import Checked, InvarianceSet, LaunchShape
 
 STRESS_CASE = "merge-stress"
 PARTIALS_THREADS, MERGE_THREADS = 256, 256  # the ABIs' block sizes (docs/kernel-contract.md 1 and 7)
 
 
 class WindowAttention(Family):
-    """A window-attention family: gate 1 on its cases, gate 2 on their variants, gate 3 on a merge-stress call,
-    gate 4 on mirrors A, B and C per cache layout. Subclasses give exactness, merge_stress, mirror and
+    """A window-attention family: its cases realistic, their variants, a merge-stress call, and mirrors A, B and C
+    per cache layout as exact inputs. Subclasses give exactness, variant_sets, merge_stress, mirror and
     _mirror_layouts."""
 
-    gates = (1, 2, 3, 4)
+    suites = frozenset(Suite)
+    bench_sizes = {"keys": (1024, 8192, 32768, 131072), "rows": (1, 4)}
+    CAUSES = {Kind.RANGES: ("a merge without the exp(m_c - M) rescale", "bf16 accumulation of l or o",
+                            "a key dropped or seen twice (the last key, a chunk's first, one before the window)",
+                            "a query head reading the wrong key head", "truncation instead of rounding to bf16"),
+              Kind.INVARIANCE: ("atomics or an order-dependent merge of the chunks",
+                                "a chunk or tile size chosen from the batch or the cache length",
+                                "tiles aligned to a call's start instead of absolute positions",
+                                "uninitialised shared memory or a read past a row's keys",
+                                "a race between warps or blocks")}
 
     @property
     def scale(self) -> float:
@@ -26,29 +36,42 @@ class WindowAttention(Family):
         value = self.spec.scale if self.spec.scale is not None else 1.0 / np.sqrt(self.spec.shape.head_dim)
         return float(np.float32(value))
 
-    def cases(self, gate: int) -> list[str]:
-        if gate in (1, 2):
+    def cases(self, suite: Suite) -> list[str]:
+        if suite in (Suite.REALISTIC, Suite.VARIANTS):
             return [c.name for c in self.spec.cases]
-        if gate == 3:
+        if suite is Suite.STRESS:
             return [STRESS_CASE]
-        if gate == 4:
+        if suite is Suite.EXACT:
             return [f"mirror-{kind}/{layout}" for layout in self._mirror_layouts() for kind in "ABC"]
         return []
 
-    def checks(self, gate: int, case: str) -> list[Checked]:
-        if gate == 1:
+    def checks(self, suite: Suite, case: str) -> list[Checked]:
+        if suite is Suite.REALISTIC:
             return self.exactness(case)
-        if gate == 3 and case == STRESS_CASE:
+        if suite is Suite.STRESS and case == STRESS_CASE:
             return self.merge_stress()
-        if gate == 4 and case.startswith("mirror-"):
+        if suite is Suite.EXACT and case.startswith("mirror-"):
             kind, _, layout = case.removeprefix("mirror-").partition("/")
             return [self.mirror(kind, layout)]
         return []
 
-    def launch_shapes(self) -> list[dict]:
+    def invariance(self, suite: Suite, case: str) -> list[InvarianceSet]:
+        return self.variant_sets(case) if suite is Suite.VARIANTS else []
+
+    def hints(self, kind: Kind) -> tuple[str, ...]:
+        return self.CAUSES.get(kind, ())
+
+    def exports_needed(self) -> tuple[str, ...]:
+        """A declared order whose counts are the kernel's own reads them from its exports."""
+        from kcontract.families.attention.replay import KERNEL_FACTS, ORDERS
+
+        order = ORDERS.get(self.spec.arithmetic.sum_order)
+        return () if order is None else tuple(name for name, value in zip(KERNEL_FACTS, (order.key_groups, order.runs))
+                                              if value is None)
+
+    def launch_shapes(self) -> list[LaunchShape]:
         """Partials and merge blocks of 256 threads (a kernel declares other shapes under its `launch`)."""
-        return [{"symbol": "partials", "threads": PARTIALS_THREADS, "dynamic_smem": 0},
-                {"symbol": "merge", "threads": MERGE_THREADS, "dynamic_smem": 0}]
+        return [LaunchShape("partials", PARTIALS_THREADS), LaunchShape("merge", MERGE_THREADS)]
 
     def _case(self, name: str):
         for case in self.spec.cases:
@@ -62,6 +85,9 @@ class WindowAttention(Family):
         return Window(win=case.cache.win, ring=case.cache.rows)
 
     def exactness(self, case: str) -> list[Checked]:
+        raise NotImplementedError
+
+    def variant_sets(self, case: str) -> list[InvarianceSet]:
         raise NotImplementedError
 
     def merge_stress(self) -> list[Checked]:

@@ -18,7 +18,6 @@ from kcontract.families.attention.spec import DecodeSpec
 from kcontract.families.attention.stress import stress_positions, stress_row, stress_window
 from kcontract.families.attention.variants import VariantPlan, factor_for, plan_variants
 from kcontract.families.attention.window import Window
-from kcontract.families.base import register
 from kcontract.problem import Checked, InvarianceSet, Reference
 from kcontract.seeding import stream
 
@@ -26,7 +25,6 @@ FILLERS = 12  # distinct other rows mixed into gate 2's batches
 BF16 = 2  # bytes of one cache value
 
 
-@register
 class AttentionDecode(WindowAttention):
     """Split-chunk decode: partials per chunk at absolute positions, merged in eight chunk-order runs added in order."""
 
@@ -35,10 +33,11 @@ class AttentionDecode(WindowAttention):
     abi = ABI
     spec: DecodeSpec
 
-    def bench_calls(self, keys: list[int], rows: list[int]) -> list:
+    def bench_calls(self, sizes: dict[str, tuple[int, ...]]) -> list:
         from kcontract.families.attention.bench import decode_call
 
-        return [decode_call(self.spec.shape, k, r, self.spec.arithmetic.chunk, self.scale) for k in keys for r in rows]
+        return [decode_call(self.spec.shape, k, r, self.spec.arithmetic.chunk, self.scale)
+                for k in sizes["keys"] for r in sizes["rows"]]
 
     def template_args(self) -> dict[str, int]:
         shape = self.spec.shape
@@ -105,9 +104,9 @@ class AttentionDecode(WindowAttention):
 
     def _reference(self, rows: list[RowData], scale: float, n_part: int, exact_scores: bool = False) -> Reference:
         """The output's range and, unless the kernel hides them, its partials' at fp32 resolution."""
-        return call_reference(rows, self.spec.arithmetic, scale, n_part, exact_scores)
+        return call_reference(rows, self.spec.arithmetic, scale, n_part, exact_scores, kernel=self.exports)
 
-    def invariance(self, case: str) -> list[InvarianceSet]:
+    def variant_sets(self, case: str) -> list[InvarianceSet]:
         """Gate 2: the case's rows plus order probes, and every variant call."""
         rows = list(self._rows(case))
         window = self.window_of(self._case(case))

@@ -8,10 +8,10 @@ from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic, Shape
 from kcontract.families.attention.window import Window, chunk_of_key
 from kcontract.numerics import rn_bits, round_to, ulp_of
+from kcontract.numerics.exact import abs_sum_exact, sums_exact
 
 HARD_Q = 16.0  # q = 16 e_0; "off" keys get k[0] = -2^e so that their score is at most -OFF_NATS
 OFF_NATS = 160.0  # exp(-103.3) is half the least fp32 subnormal: any exp of an argument below -160 is exactly 0
-EXACT_SUM_LIMIT = 2.0**24  # fp32 holds every integer below this exactly
 
 
 def edge_probes(first: int, pos: int, chunk: int) -> np.ndarray:
@@ -96,10 +96,10 @@ def mirror_sums(row: RowData, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
         kh = h // shape.group
         scores = k[:, kh] @ q[h]
         on = scores == scores.max()  # all scores are 0 or a hard-off value far below
+        if not (sums_exact(v[on, kh], axis=0).all() and sums_exact(on)):  # every partial sum, in any order
+            raise ValueError("mirror sums leave fp32's exact integers: lower mirror.max_keys")
         num[h] = v[on, kh].sum(axis=0)
         den[h] = on.sum()
-    if np.abs(num).max(initial=0) >= EXACT_SUM_LIMIT or den.max() >= EXACT_SUM_LIMIT:
-        raise ValueError("mirror sums leave fp32's exact integers: lower mirror.max_keys")
     return num, den
 
 
@@ -152,7 +152,7 @@ def mirror_c_row(rng: np.random.Generator, shape: Shape, window: Window, pos: in
         if peaked:
             k[int(rng.integers(n)), kh, dims] = signs * C_MAX
     bound = float(np.max(np.abs(q) @ np.abs(k).reshape(n * hk, d).T)) if n else 0.0
-    if bound * 3 >= EXACT_SUM_LIMIT:
+    if not abs_sum_exact(bound * 3):
         raise ValueError(f"mirror C scores need sums below 2^24, got {bound:g}")
     v = rng.standard_normal((n, hk, d))
     return RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=rn_bits(k, "bf16"), v=rn_bits(v, "bf16"),

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kcontract.families.attention import mma_sums
-from kcontract.families.attention.bounds import as_float64, check_row, head_scores
+from kcontract.families.attention.bounds import as_float64, check_row, head_scores, pv_parts
 from kcontract.families.attention.spec import Arithmetic
-from kcontract.families.attention.weights import ARG_U, F64, FTZ, chunk_frames, exp_log_error, score_error
-from kcontract.numerics import U32, U_BF16, gamma, round_to
+from kcontract.families.attention.weights import ARG_U, F64, chunk_frames, score_error
+from kcontract.numerics import U32, U_BF16, gamma, path_roundings, round_to
+from kcontract.numerics.fp32 import FTZ
+from kcontract.numerics.functions import exp_log_error
+from kcontract.numerics.mma_bounds import kstep_sum_error
 from kcontract.numerics.xp import array_module, reference_module, segment_reduce, to_device, to_host
 
 CHUNKS_PER_BLOCK = 32  # chunks whose o sums are formed together (bounded memory at any context)
@@ -86,7 +88,7 @@ def _p_bounds(s, err, frames, chunk, arith: Arithmetic):
     exact_one = x_lo >= 0  # the key is its chunk's computed maximum for sure: p = exp(0) = 1
     xa = -x_lo
     calls = 1 + arith.rescales_per_key
-    e = ARG_U * U32 * xa + exp_log_error(xa, calls, arith) + F64 * (xp.abs(s) + xp.abs(mc_hi) + xp.abs(mc_lo) + 1.0)
+    e = ARG_U * U32 * xa + exp_log_error(xa, calls, arith.exp) + F64 * (xp.abs(s) + xp.abs(mc_hi) + xp.abs(mc_lo) + 1.0)
     p_lo = xp.where(exact_one, 1.0, xp.exp(x_lo - e))
     p_hi = xp.where(exact_one, 1.0, xp.exp(x_hi + e))
     tiny = p_lo < 2 * FTZ  # the kernel's p may be subnormal or flushed
@@ -107,8 +109,7 @@ def _p_bounds(s, err, frames, chunk, arith: Arithmetic):
 
 def _sum_roundings(sizes: np.ndarray, arith: Arithmetic, products: int) -> np.ndarray:
     """gamma_k per chunk: n_c - 1 additions, a product per term (o), and the online rescales' multiplications."""
-    k = sizes - 1 + products + arith.rescales_per_key * sizes
-    return np.array([float(gamma(int(c), U32)) for c in k])
+    return gamma(path_roundings((sizes,), products, arith.rescales_per_key * sizes), U32)
 
 
 def _l_range(p_lo, p_hi, p_ref, starts, sizes, arith: Arithmetic):
@@ -141,7 +142,7 @@ def _o_range(p_lo, p_hi, p_ref, vg, starts, sizes, arith: Arithmetic):
             sums[name].append(xp.einsum("gcj,cjd->gcd", wpad, vv))
     mid_s, rad_s, abs_s, ref_s = (xp.concatenate(sums[n], axis=1) for n in ("mid", "rad", "abs", "ref"))
     if arith.pv == "mma_bf16":
-        rel = [mma_sums.relative_error(int(n), arith.chunk, arith.prob_round) for n in sizes]
+        rel = [kstep_sum_error(int(n), arith.chunk, pv_parts(arith.prob_round)) for n in sizes]
     else:
         rel = _sum_roundings(sizes, arith, 1)
     g = xp.asarray(rel)[None, :, None]

@@ -25,8 +25,7 @@ from kcontract.families.attention.shared_scores import shared_scores
 from kcontract.families.attention.reference import AXES, call_reference, expected_outputs, row_maxima
 from kcontract.families.attention.stress import stress_row
 from kcontract.families.attention.window import Window
-from kcontract.families.base import register
-from kcontract.problem import Checked, InvarianceSet, Reference
+from kcontract.problem import Checked, InvarianceSet, LaunchShape, Reference
 from kcontract.seeding import stream
 
 BF16 = 2
@@ -36,7 +35,6 @@ MIRROR_ROWS = 48  # rows of a mirror chunk
 P_BF16 = {"none": 0, "bf16": 1}  # the kernel template's p rounding per declared prob_round (others: no instance)
 
 
-@register
 class AttentionPrompt(WindowAttention):
     """Prompt chunks: each row's keys [first of its position, its position or its image span's end], in chunks at
     absolute positions; partials per chunk, merged in chunk order as in decode (abi: split), or merged online in
@@ -59,12 +57,11 @@ class AttentionPrompt(WindowAttention):
         """The outputs gate 2 compares bit for bit: out, and the fused ABI's row_m."""
         return ("out", "row_m") if self.fused else ("out",)
 
-    def launch_shapes(self) -> list[dict]:
+    def launch_shapes(self) -> list[LaunchShape]:
         """The fused `attend` block: a warpgroup per 128 output dims (a kernel declares its own under `launch`)."""
         if not self.fused:
             return super().launch_shapes()
-        return [{"symbol": "attend", "threads": FUSED_THREADS * -(-self.spec.shape.head_dim // 128),
-                 "dynamic_smem": 0}]
+        return [LaunchShape("attend", FUSED_THREADS * -(-self.spec.shape.head_dim // 128))]
 
     def exactness(self, case: str) -> list[Checked]:
         """Gate 1: the case's sequences in one call, every row with its rigorous ranges."""
@@ -134,12 +131,12 @@ class AttentionPrompt(WindowAttention):
         def reference() -> Reference:
             rows = [r for s in seqs for r in (with_shared_scores(s, window, scale, a.score_grouping) if shared
                                               else s.rows(window))]
-            return call_reference(rows, a, scale, n_part, exact_scores, row_m=self.fused)
+            return call_reference(rows, a, scale, n_part, exact_scores, row_m=self.fused, kernel=self.exports)
 
         return Checked(label, problem, reference,
                        notes={"keys": [r.pos - r.first + 1 for s in seqs for r in s.rows(window)]})
 
-    def invariance(self, case: str) -> list[InvarianceSet]:
+    def variant_sets(self, case: str) -> list[InvarianceSet]:
         """Gate 2: the case's call, and every variant call."""
         seqs = list(self._seqs(case))
         window = self.window_of(self._case(case))
@@ -241,11 +238,11 @@ class AttentionPrompt(WindowAttention):
             ref.expected.append(row_maxima(rows, self.spec.arithmetic, self.scale))
         return ref
 
-    def bench_calls(self, keys: list[int], rows: list[int]) -> list:
+    def bench_calls(self, sizes: dict[str, tuple[int, ...]]) -> list:
         """A 512-row causal chunk ending at each context length (`rows` is decode's; a prompt chunk is its own)."""
         a = self.spec.arithmetic
         return [prompt_call(self.spec.shape, k, a.chunk, self.scale, a.prob_round == "bf16", fused=self.fused)
-                for k in keys]
+                for k in sizes["keys"]]
 
 
 def with_shared_scores(seq: PromptSeq, window: Window, scale: float, grouping: str = "decode") -> list:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.bench.call import BenchCall
 from kcontract.families.attention.bench import K_RMS, Q_RMS, V_RMS
 from kcontract.families.attention.prompt_layout import (BAND, MERGE_ARGS, TILE, fused_launch, partials_launch,
                                                        tile_rows)
 from kcontract.families.attention.spec import Shape
-from kcontract.problem import KernelLaunch, OutputSpec
+from kcontract.families.attention.peers import torch_sdpa
+from kcontract.problem import BenchCall, KernelLaunch, OutputSpec
 
 CHUNK_ROWS = 512  # rows of a benchmarked prompt chunk
 
@@ -34,15 +34,15 @@ def prompt_call(shape: Shape, keys: int, chunk: int, scale: float, p_bf16: bool,
     inputs = keys * hk * d * 2 * 2
     ends = rows * hq * d * 2 * 2
     common = {"label": f"prompt d{d} {hq}/{hk} {'bf16 P' if p_bf16 else 'P32'}{' fused' if fused else ''}",
-              "rows": rows, "keys": keys,
+              "size": {"rows": rows, "keys": keys}, "bound": "compute",
               "random_inputs": {"q": ((rows, hq, d), Q_RMS), "k_cache": ((1, keys, hk, d), K_RMS),
                                 "v_cache": ((1, keys, hk, d), V_RMS)},
               "fixed_inputs": {"seq_row0": np.array([0, rows], np.int32), "seq_pos0": np.array([start], np.int32),
                                "seq_slot": np.zeros(1, np.int32),
                                "row_last": np.arange(start, keys, dtype=np.int32)},
               "flops": 4 * hq * d * visible, "mma_flops": issued,
-              "sdpa": {"batch": 1, "q_heads": hq, "kv_heads": hk, "keys": keys, "head_dim": d, "scale": float(scale),
-                       "queries": rows, "causal": "lower_right"}}
+              "peer": torch_sdpa({"batch": 1, "q_heads": hq, "kv_heads": hk, "keys": keys, "head_dim": d,
+                                  "scale": float(scale), "queries": rows, "causal": "lower_right"})}
     scalars = {"win": np.int32(0), "ring": np.int32(keys), "scale": np.float32(scale), "kv_heads": np.int32(hk),
                "n_seq": np.int32(1)}
     if fused:

@@ -93,7 +93,7 @@ class PromptSpec(Strict):
         a = self.arithmetic
         if self.abi == "fused" and (not a.merges_online or a.partials != "hidden"):
             raise ValueError("abi: fused is one launch that merges online and writes no partials: it needs "
-                             f"sum_order: window_prompt_wgmma and partials: hidden, given: sum_order: {a.sum_order}, "
+                             f"sum_order: online_mma and partials: hidden, given: sum_order: {a.sum_order}, "
                              f"partials: {a.partials}")
         if self.abi == "split" and a.merges_online:
             raise ValueError(f"sum_order: {a.sum_order} is the fused kernel's order (one launch, an online merge): it "

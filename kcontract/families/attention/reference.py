@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.families.attention.bounds import decode_row_range, expected_bounds
+from kcontract.families.attention.bounds import decode_row_range
 from kcontract.families.attention.partials import partial_ranges
 from kcontract.families.attention.replay import replay_rows
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.families.attention.tensorcore import replay_scores
 from kcontract.families.attention.window import chunk_of_key
+from kcontract.numerics.ranges import expected_bounds
 from kcontract.problem import Expected, Reference
 
 AXES = ("row", "head", "dim")
@@ -56,7 +57,7 @@ def expected_partials(rows: list[RowData], arith: Arithmetic, scale: float, n_pa
 
 
 def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_part: int | None = None,
-                     row_m: bool = False) -> dict[str, Expected]:
+                     row_m: bool = False, kernel: dict[str, int] | None = None) -> dict[str, Expected]:
     """Every output's range by replaying the declared sum order (replay.py): out, the partials where n_part is
     given, and each row's largest score where `row_m` (exact: decided)."""
     hq, d = rows[0].q.shape
@@ -65,7 +66,7 @@ def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_par
     for block in replay_blocks(rows, arith.chunk):  # rows with one chunk count, replayed together
         got = replay_rows([(rows[b].q, rows[b].k, rows[b].v, rows[b].first, rows[b].pos, rows[b].extra.get("scores"))
                            for b in block], scale, arith.chunk, group, order=arith.sum_order, p_round=arith.prob_round,
-                          grouping=arith.score_grouping, chains=arith.merge_chains)
+                          grouping=arith.score_grouping, chains=arith.merge_chains, kernel=kernel)
         for b, f in zip(block, got):
             found[b] = f
     out_lo, out_hi = (np.stack([f["out"][i] for f in found]) for i in (0, 1))
@@ -87,10 +88,10 @@ def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_par
 
 
 def call_reference(rows: list[RowData], arith: Arithmetic, scale: float, n_part: int | None,
-                   exact_scores: bool = False, row_m: bool = False) -> Reference:
+                   exact_scores: bool = False, row_m: bool = False, kernel: dict[str, int] | None = None) -> Reference:
     """A call's reference: the output's range and, unless the kernel hides them, its partials' at fp32
     resolution (and each row's largest score where `row_m`); by the declared order's replay where one is
-    declared and the scores are not exact anyway.
+    declared and the scores are not exact anyway (`kernel`: the counts the kernel exports for its order).
 
     An online merge (arith.merges_online) is replayed for exact scores (mirror C) too: the order-free range
     (bounds.py, weights.py) assumes one rounded fma per chunk into L and O in the exact maximum's frame, where the
@@ -99,10 +100,10 @@ def call_reference(rows: list[RowData], arith: Arithmetic, scale: float, n_part:
     grouping's replay gives bit for bit (on mirror C's inputs, the exact scores).
     """
     if arith.sum_order != "any" and (arith.merges_online or not exact_scores):
-        found = replayed_outputs(rows, arith, scale, n_part if arith.partials == "checked" else None, row_m)
+        found = replayed_outputs(rows, arith, scale, n_part if arith.partials == "checked" else None, row_m, kernel)
         return Reference(list(found.values()))
     if row_m:
-        raise ValueError("row_m is checked by replaying a declared order: declare sum_order: window_prompt_wgmma")
+        raise ValueError("row_m is checked by replaying a declared order: declare sum_order: online_mma")
     expected = [expected_outputs(rows, arith, scale, exact_scores)]
     if arith.partials == "checked":
         expected += expected_partials(rows, arith, scale, n_part, exact_scores)

@@ -1,4 +1,4 @@
-"""Rigorous output ranges by replaying a declared order: the `window_decode` kernel's own fp32 roundings.
+"""Rigorous output ranges by replaying a declared order: a kernel's own fp32 roundings, step by step.
 
 Scores are replayed bit for bit (tensorcore.py), so every chunk maximum and every exp argument is known
 exactly; only expf is not (at most 2 ulps from exp, a third kept as margin). Every later step of the kernel is
@@ -6,12 +6,13 @@ an fp32 add or fma in a declared order, and each is monotone in its inputs, so r
 twice, once with every p at the end of its interval that lowers the result and once at the end that raises
 it, bounds the kernel's result: the width is what expf's freedom allows, nothing more.
 
-The declared orders: `window_prompt` (docs 8, kernels/window_prompt.cu) as below with one o chain per chunk
-(KG = 1) and one merge run, p optionally rounded to bf16; `window_decode` (docs 6, kernels/window_decode.cu): l_c as lane sums (lane L: keys L, L + 32, ... of the
-chunk, in order) then a xor butterfly; o_c as fma chains over KG contiguous key groups (KG = 256 DT / D,
-DT = 8, 4 or 2 dims per thread for G <= 4, <= 8, more) added in group order; the merge in 8 warp runs of
-ceil(n / 8) chunks, each an fma chain in chunk order from 0, the runs added in warp order; IEEE division,
-then bf16. `window_prompt_wgmma` (docs 8, the fused ABI): 64-key chunks, l_c in quads (_quad_sums), o_c in
+The declared orders, named by how they sum: `split_lanes` (docs 6, the split decode kernel): l_c as lane sums
+(lane L: keys L, L + 32, ... of the chunk, in order) then a xor butterfly; o_c as fma chains over KG contiguous
+key groups added in group order; the merge in R runs of ceil(n / R) chunks, each an fma chain in chunk order from
+0, the runs added in run order; IEEE division, then bf16. KG and R are the kernel's own, read from the constants
+it exports (`pv_key_groups`, `merge_runs`), never copied here. `split_chain` (docs 8, the split prompt kernel):
+as `split_lanes` with one o chain per chunk (KG = 1) and one merge run, p optionally rounded to bf16; `split_mma`
+the same with p times V in tensor-core k-steps. `online_mma` (docs 8, the fused ABI): 64-key chunks, l_c in quads (_quad_sums), o_c in
 tensor-core k-steps, and the merge online in chunk order (_merge_online), L and O carried as intervals; with
 merge chains, chunk c (absolute) merges online into chain c % chains and the chains then merge in order as chunks.
 """
@@ -19,73 +20,24 @@ merge chains, chunk c (absolute) merges online into chain c % chains and the cha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from kcontract.families.attention import mma_sums
-from kcontract.families.attention.bounds import as_float64
+from kcontract.families.attention.bounds import as_float64, pv_parts
 from kcontract.families.attention.tensorcore import replay_scores
-from kcontract.numerics import round_to
+from kcontract.numerics import functions, round_to
+from kcontract.numerics.fp32 import add32, div_interval32, exp_interval32, fma32, rn32
+from kcontract.numerics.mma_bounds import kstep_interval
+from kcontract.numerics.tensorcore import STEP
 from kcontract.numerics.xp import array_module, reference_module, to_device, to_host
 
-EXP_ULPS = 3  # expf's documented 2 ulps, and one more
-WARPS = 8  # merge runs
-
-
-def rn32(x: np.ndarray, err: np.ndarray | None = None) -> np.ndarray:
-    """RN to fp32 of the exact value x + err (x float64, err its float64 rounding error), as float64."""
-    xp = array_module(x)
-    f = x.astype(xp.float32)
-    r = f.astype(xp.float64)
-    if err is None:
-        return r
-    up = xp.nextafter(f, np.float32(xp.inf)).astype(xp.float64)
-    down = xp.nextafter(f, np.float32(-xp.inf)).astype(xp.float64)
-    tie_up = (x == 0.5 * (r + up)) & (err > 0)  # x sits on a tie the exact value is past
-    tie_down = (x == 0.5 * (r + down)) & (err < 0)
-    return xp.where(tie_up, up, xp.where(tie_down, down, r))
-
-
-def add32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """RN32(a + b) of float64 a and b (fp32 values, or an exact product): TwoSum keeps the exact sum."""
-    s = a + b
-    bb = s - a
-    err = (a - (s - bb)) + (b - bb)
-    return rn32(s, err)
-
-
-def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """RN32(a * b + c) for fp32 values held in float64 (a * b exact: at most 48 significant bits)."""
-    return add32(a * b, c)
-
-
-def ulp_steps(x: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """fp32 values `steps` ulps below and above RN32(x) (x >= 0; the lower one not below 0)."""
-    xp = array_module(x)
-    f = x.astype(xp.float32)
-    lo, hi = f.copy(), f.copy()
-    for _ in range(steps):
-        lo = xp.where(lo > 0, xp.nextafter(lo, np.float32(0)), lo)
-        hi = xp.nextafter(hi, np.float32(xp.inf))
-    return lo.astype(xp.float64), hi.astype(xp.float64)
+EXP_ULPS = int(functions.EXP_ULPS["expf"] + functions.EXP_MARGIN_ULPS)  # expf's documented 2 ulps, and one more
+KERNEL_FACTS = ("pv_key_groups", "merge_runs")  # what `split_lanes` reads from the kernel's exports
 
 
 def exp_interval(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """[lo, hi] fp32 bounds of expf(x) for fp32 x: 1 exactly at 0, 0 for -inf (masked keys)."""
-    xp = array_module(x)
-    with np.errstate(over="ignore", under="ignore"):
-        mid = xp.exp(x)
-    lo, hi = ulp_steps(mid, EXP_ULPS)
-    lo = xp.where(x == 0, 1.0, xp.where(xp.isneginf(x), 0.0, lo))
-    hi = xp.where(x == 0, 1.0, xp.where(xp.isneginf(x), 0.0, hi))
-    return lo, hi
-
-
-def key_groups(head_dim: int, group: int) -> int:
-    """KG: the kernel's PV key groups for (D, G)."""
-    dt = 8 if group <= 4 else (4 if group <= 8 else 2)
-    return 256 * dt // head_dim
+    """[lo, hi] fp32 bounds of expf(x) for fp32 x (EXP_ULPS, read at each call): 1 exactly at 0, 0 for masked keys."""
+    return exp_interval32(x, EXP_ULPS)
 
 
 @dataclass(frozen=True)
@@ -93,15 +45,29 @@ class Order:
     """How a declared order sums: l inside a chunk, o inside a chunk, and the merge of the chunks."""
 
     lanes: str  # l_c: "warp" (lane sums and a xor butterfly over 32 lanes) or "quad" (_quad_sums)
-    key_groups: Callable[[int, int], int]  # o_c's fma chains per chunk for (D, G); 0: tensor-core k-steps
-    runs: int  # the merge: runs of fma chains added in order (_merge); 0: online in chunk order (_merge_online)
+    key_groups: int | None  # o_c's fma chains per chunk; 0: tensor-core k-steps; None: the kernel's export
+    runs: int | None  # the merge: runs of fma chains added in order (_merge); 0: online (_merge_online); None: export
+
+    def of(self, kernel: dict[str, int] | None) -> "Order":
+        """The order with the kernel's exported counts filled in; ValueError naming what the kernel must export."""
+        kernel = kernel or {}
+        missing = [name for name, value in zip(KERNEL_FACTS, (self.key_groups, self.runs))
+                   if value is None and name not in kernel]
+        if missing:
+            raise ValueError(f"this order replays the kernel's own {' and '.join(missing)}: its kernel must export "
+                             f"them (contract `exports`)")
+        kg = kernel["pv_key_groups"] if self.key_groups is None else self.key_groups
+        runs = kernel["merge_runs"] if self.runs is None else self.runs
+        if kg < 0 or runs < 0 or (self.runs is None and runs == 0):
+            raise ValueError(f"the kernel exports pv_key_groups {kg} and merge_runs {runs}: counts of chains")
+        return Order(self.lanes, kg, runs)
 
 
 ORDERS = {  # declared sum order -> how it sums
-    "window_decode": Order("warp", key_groups, WARPS),  # kernels/window_decode.cu
-    "window_prompt": Order("warp", lambda d, g: 1, 1),  # kernels/window_prompt.cu: one chain per chunk and merge
-    "window_prompt_mma": Order("warp", lambda d, g: 0, 1),  # p times V in tensor-core k-steps of 16 keys
-    "window_prompt_wgmma": Order("quad", lambda d, g: 0, 0),  # the fused kernel: wgmma sums, an online merge
+    "split_lanes": Order("warp", None, None),  # lane sums, the kernel's key groups and merge runs
+    "split_chain": Order("warp", 1, 1),  # one chain per chunk, one merge run
+    "split_mma": Order("warp", 0, 1),  # p times V in tensor-core k-steps of 16 keys, one merge run
+    "online_mma": Order("quad", 0, 0),  # wgmma sums, an online merge
 }
 
 
@@ -113,7 +79,8 @@ def chunk_grid(first: int, pos: int, chunk: int) -> np.ndarray:
 
 
 def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: int, xp=None, scores=None,
-               order: str = "window_decode", p_round: str = "none", grouping: str = "decode", chains: int = 1) -> dict:
+               order: str = "split_lanes", p_round: str = "none", grouping: str = "decode", chains: int = 1,
+               kernel: dict[str, int] | None = None) -> dict:
     """Bounds of one row's partials, output and largest score under the declared order: {name: (lo, hi)} as host
     arrays (m, l [Hq, nch], o [Hq, nch, D], out [Hq, D], row_m [Hq]).
 
@@ -124,15 +91,15 @@ def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: i
     merge's chains (chunk c, at absolute positions, in chain c % chains; merge_chains, docs 8.1).
     """
     return replay_rows([(q, k, v, first, pos, scores)], scale, chunk, group, xp, order, p_round, grouping,
-                       chains=chains)[0]
+                       chains=chains, kernel=kernel)[0]
 
 
 ELEMENTS = 1 << 26  # values of one key head's V by chunk lane formed at once (rows x chunks x C x D)
 
 
-def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None, order: str = "window_decode",
+def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None, order: str = "split_lanes",
                 p_round: str = "none", grouping: str = "decode", chains: int = 1,
-                elements: int = ELEMENTS) -> list[dict]:
+                elements: int = ELEMENTS, kernel: dict[str, int] | None = None) -> list[dict]:
     """replay_row for rows (q, k, v, first, pos, scores or None) with the same number of chunks, replayed
     together along a leading row axis: each row's bounds are those it gets alone. The chunks' sums are formed
     for as many rows as `elements` allows at a time, and the merge, a loop over chunks, runs once for every row
@@ -144,9 +111,9 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
     hq, d = np.asarray(rows[0][0]).shape
     hk = np.asarray(rows[0][1]).shape[1]
     nch = grids[0].shape[0]
-    how = ORDERS[order]
+    how = ORDERS[order].of(kernel)
     if chains != 1 and how.runs:
-        raise ValueError(f"merge chains belong to an online merge (sum_order: window_prompt_wgmma), given: {chains} "
+        raise ValueError(f"merge chains belong to an online merge (sum_order: online_mma), given: {chains} "
                          f"chains with sum_order: {order}")
     size = max(1, elements // (nch * chunk * d))
     parts = [_chunk_sums(rows[i:i + size], grids[i:i + size], scale, group, hk, xp, how, p_round, grouping)
@@ -172,7 +139,7 @@ def _chunk_sums(rows: list[tuple], grids: list[np.ndarray], scale: float, group:
     """Each row's chunk maxima and the intervals of l_c and o_c in the declared order: m, l_lo, l_hi [R, Hq, nch]
     and o_lo, o_hi [R, Hq, nch, D] of xp."""
     on = xp.asarray(np.stack([g >= 0 for g in grids]))  # [R, nch, C]
-    kg_n = how.key_groups(np.asarray(rows[0][0]).shape[1], group)
+    kg_n = how.key_groups
     lane_sums = _quad_sums if how.lanes == "quad" else _lane_sums
     heads = []
     for g in range(hk):
@@ -198,7 +165,7 @@ def _chunk_sums(rows: list[tuple], grids: list[np.ndarray], scale: float, group:
         if kg_n:
             o_lo, o_hi = _group_chains(p_lo, p_hi, vg, kg_n)
         else:
-            o_lo, o_hi = _mma_steps(p_lo, p_hi, vg, parts=mma_sums.parts(p_round))
+            o_lo, o_hi = _mma_steps(p_lo, p_hi, vg, parts=pv_parts(p_round))
         heads.append((m, lane_sums(p_lo), lane_sums(p_hi), o_lo, o_hi))
     return tuple(xp.concatenate([h[j] for h in heads], axis=1) for j in range(5))
 
@@ -249,52 +216,18 @@ def _group_chains(p_lo, p_hi, vg, kg_n: int):
 
 def _mma_steps(p_lo, p_hi, vg, parts: int):
     """o on tensor cores: per chunk, k-steps over keys 16 s .. 16 s + 15 in order from 0 (`parts` k-steps each:
-    1 for bf16 p, 3 for fp32 p as exact bf16 hi + mid + lo), bounded by intervals; (lower, upper).
-
-    The k-step is not monotone in a term (a term crossing a power of two coarsens the others' cut), so it is not
-    replayed at interval ends: each step's exact sum over the products' extremes is widened by 17 cuts of its
-    largest term (for the mid and lo parts that is the accumulator, at most the running absolute sum) and one
-    fp32 truncation per part (mma_sums), and the ends are then pulled in to fp32 values (the kernel's
-    accumulator is one). A k-step whose 16 products are all zero leaves the accumulator exact.
-    """
+    1 for bf16 p, 3 for fp32 p as exact bf16 hi + mid + lo), each bounded by an interval (mma_bounds.kstep_interval,
+    which says why the k-step is not replayed at the ends of p's intervals); (lower, upper)."""
     xp = array_module(p_lo)
-    grow = 1.0 if parts == 1 else 1.0 + 2.0**-8  # the hi part exceeds p by at most 2^-9 relative
     lo = xp.zeros(p_lo.shape[:-1] + (vg.shape[-1],))  # [R, G, nch, D]
     hi = xp.zeros_like(lo)
-    for s0 in range(0, p_lo.shape[-1], mma_sums.KEYS):
-        keys = slice(s0, s0 + mma_sums.KEYS)
-        v = vg[:, None, :, keys, :]  # [R, 1, nch, 16, D]
-        a, b = p_lo[..., keys, None] * v, p_hi[..., keys, None] * v  # exact products
-        t_lo, t_hi = xp.minimum(a, b), xp.maximum(a, b)
-        mag = xp.maximum(xp.abs(t_lo), xp.abs(t_hi)) * grow
-        acc = xp.maximum(xp.abs(lo), xp.abs(hi))
-        step = mag.sum(axis=-2)
-        largest = xp.maximum(mag.max(axis=-2), acc)
-        total = (acc + step * (1 + 2.0**-7)) * (1 + 2.0**-20)  # at least |c| and |result| after every part
-        tiny = 2.0**-130 * xp.abs(v).max(axis=-2)  # subnormal p: a coarser cut, a last part below bf16's range
-        err = ((mma_sums.KEYS + 1) * (mma_sums.CUT * (largest + (parts - 1) * total) + parts * tiny)
-               + parts * mma_sums.RZ * total + 2.0**-50 * total)
-        err = xp.where(step > 0, err, 0.0)
-        lo = _fp32_at_least(lo + t_lo.sum(axis=-2) - err)
-        hi = _fp32_at_most(hi + t_hi.sum(axis=-2) + err)
+    for s0 in range(0, p_lo.shape[-1], STEP):
+        keys = slice(s0, s0 + STEP)
+        lo, hi = kstep_interval(lo, hi, p_lo[..., keys, None], p_hi[..., keys, None], vg[:, None, :, keys, :], parts)
     return lo, hi
 
 
-def _fp32_at_least(x):
-    """The least fp32 value >= x, as float64."""
-    xp = array_module(x)
-    f = x.astype(xp.float32)
-    return xp.where(f.astype(xp.float64) < x, xp.nextafter(f, xp.float32(xp.inf)), f).astype(xp.float64)
-
-
-def _fp32_at_most(x):
-    """The greatest fp32 value <= x, as float64."""
-    xp = array_module(x)
-    f = x.astype(xp.float32)
-    return xp.where(f.astype(xp.float64) > x, xp.nextafter(f, xp.float32(-xp.inf)), f).astype(xp.float64)
-
-
-def _merge(m, l_lo, l_hi, o_lo, o_hi, runs: int = WARPS):
+def _merge(m, l_lo, l_hi, o_lo, o_hi, runs: int):
     """out bounds: `runs` runs of fma chains over chunks in order, runs added in order, O / L, bf16.
     m and l [..., nch], o [..., nch, D]."""
     xp = array_module(m)
@@ -375,8 +308,5 @@ def _online_steps(m, l_lo, l_hi, o_lo, o_hi):
 
 def _quotient(l_small, o_small, l_big, o_big):
     """bf16 bounds of RN32(O / L) for O in [o_small, o_big] and L in [l_small, l_big], L > 0."""
-    xp = array_module(o_small)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        y_lo = xp.where(o_small >= 0, o_small / l_big, o_small / l_small)
-        y_hi = xp.where(o_big >= 0, o_big / l_small, o_big / l_big)
-    return round_to(rn32(y_lo), "bf16"), round_to(rn32(y_hi), "bf16")
+    y_lo, y_hi = div_interval32(o_small, o_big, l_small, l_big)
+    return round_to(y_lo, "bf16"), round_to(y_hi, "bf16")

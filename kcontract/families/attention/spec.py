@@ -38,8 +38,9 @@ class Arithmetic(Strict):
     # replay: the decode kernel's k-step grouping of head dims, replayed bit for bit; replay_natural: dims
     # 16 s .. 16 s + 15 in step s = 0 .. D/16 - 1 (tensorcore.kstep_dims)
     score_order: Literal["any", "replay", "replay_natural"] = "any"
-    sum_order: Literal["any", "window_decode", "window_prompt", "window_prompt_mma",
-                       "window_prompt_wgmma"] = "any"  # replayed orders (replay.py)
+    # replayed orders (replay.py): split_lanes (lane sums, the kernel's exported key groups and merge runs),
+    # split_chain (one chain per chunk), split_mma (p times V in tensor-core k-steps), online_mma (an online merge)
+    sum_order: Literal["any", "split_lanes", "split_chain", "split_mma", "online_mma"] = "any"
     pv: Literal["fp32", "mma_bf16"] | None = None  # p times V: IEEE fp32 sums or tensor-core k-steps of 16 keys
     exp: Literal["expf", "exp2f", "ex2.approx", "__expf"] = "expf"
     prob_round: Literal["none", "bf16", "bf16_numerator"] = "none"  # where p is rounded to bf16
@@ -62,17 +63,17 @@ class Arithmetic(Strict):
     @property
     def merges_online(self) -> bool:
         """Whether the declared order merges chunks online (two roundings per chunk for L and O)."""
-        return self.sum_order == "window_prompt_wgmma"
+        return self.sum_order == "online_mma"
 
     @model_validator(mode="after")
     def _replay_needs_mma(self) -> "Arithmetic":
         if self.replays_scores and self.score != "mma_bf16":
             raise ValueError(f"score_order: {self.score_order} replays tensor-core k-steps: it needs score: mma_bf16")
-        rounds = ("none", "bf16") if self.sum_order.startswith("window_prompt") else ("none",)
+        rounds = ("none", "bf16") if self.sum_order in ("split_chain", "split_mma", "online_mma") else ("none",)
         scores, chunk = ("replay_natural", 64) if self.merges_online else ("replay", 256)
         plain = (self.score_order == scores and self.exp == "expf" and self.prob_round in rounds and
                  self.div == "ieee" and self.out == "bf16" and self.chunk == chunk and self.rescales_per_key == 0)
-        need = "mma_bf16" if self.sum_order in ("window_prompt_mma", "window_prompt_wgmma") else "fp32"
+        need = "mma_bf16" if self.sum_order in ("split_mma", "online_mma") else "fp32"
         if self.pv is None:  # unsaid: what the declared order sums with, else fp32
             self.pv = need
         if self.sum_order != "any" and self.pv != need:
@@ -90,7 +91,7 @@ class Arithmetic(Strict):
                              "partials: hidden")
         if self.merge_chains > 1 and not self.merges_online:
             raise ValueError(f"merge_chains: {self.merge_chains} splits an online merge into chains: it needs "
-                             f"sum_order: window_prompt_wgmma, given: sum_order: {self.sum_order}")
+                             f"sum_order: online_mma, given: sum_order: {self.sum_order}")
         return self
 
 

@@ -14,18 +14,15 @@ import numpy as np
 
 from kcontract.families.attention.spec import Arithmetic
 from kcontract.numerics import U32, U_BF16, gamma, round_to
+from kcontract.numerics.fp32 import FTZ
+from kcontract.numerics.functions import exp_log_error
+from kcontract.numerics.mma_bounds import chained_dot_error
 from kcontract.numerics.xp import array_module, segment_reduce
 
-EXP_ULPS = {"expf": 2.0, "exp2f": 2.0, "ex2.approx": 2.0, "__expf": 2.0}  # documented max ulp error
-EXP_SLOPE = {"__expf": 1.173}  # extra ulps per unit |x| (nats)
-EXP_MARGIN_ULPS = 1.0  # the documented figures are tests, not proofs
 SCORE_ROUNDINGS = {"expf": 2, "__expf": 2, "exp2f": 4, "ex2.approx": 4}  # beyond the D of the dot product
-MMA_K = 16  # products a tensor-core k-step adds to its accumulator (mma m16n8k16)
-MMA_KEEP_BITS = 24  # bits a k-step keeps below its largest term's leading bit (docs 2.2; tools/mma/ measures it)
 ARG_U = 4.0  # roundings on exp arguments (subtract, log2e scaling), in u per unit |x|
 FRAME_U = 2.0  # a chunk max rescaled into log2 units for p but not for f: u per unit |m_c|
 F64 = 2.0**-40  # relative slack for one float64-evaluated quantity
-FTZ = 2.0**-125  # absolute error of an fp32 result that is subnormal or flushed
 
 
 @dataclass
@@ -59,28 +56,19 @@ def score_error(s: np.ndarray, abs_dot: np.ndarray, scale: float, head_dim: int,
     Products of bf16 values are exact in fp32, so every partial sum is bounded by the larger of the
     positive and the negative product sums, B = (sum |q_i k_i| + |q.k|) / 2: IEEE additions, scale and
     log2e roundings cost gamma_{D+k} B; a prescaled q (rounded q_i * scale, then rounded products)
-    costs gamma_2 sum |q_i k_i| more. A tensor-core k-step cuts each of the 16 terms below its largest
-    (B at most) to 2^-F of that term's binade and truncates its result (one fp32 ulp, 2u of at most B).
+    costs gamma_2 sum |q_i k_i| more. Tensor-core k-step chains cost mma_bounds.chained_dot_error(D) B
+    (each k-step cuts its terms below the largest and truncates its result).
     """
     xp = array_module(s)
     a = abs(scale) * abs_dot
     b = 0.5 * (a + xp.abs(s))
     extra = float(gamma(SCORE_ROUNDINGS[arith.exp], U32)) if arith.score == "mma_bf16" else 0.0
     if arith.score == "mma_bf16":
-        k = -(-head_dim // MMA_K) * (MMA_K * 2.0**-MMA_KEEP_BITS + 2 * U32)
-        dot = k / (1.0 - k) * b  # |partial sums| <= B + the error so far, for every step
+        dot = chained_dot_error(head_dim) * b  # |partial sums| <= B + the error so far, for every step
     else:
         dot = float(gamma(head_dim + SCORE_ROUNDINGS[arith.exp], U32)) * b
     err = dot + extra * b * (1 + 2 * U32) + (float(gamma(2, U32)) + 4 * F64) * a
     return err + xp.where(abs_dot > 0, (head_dim + 2) * FTZ * (abs(scale) + 1.0), 0.0)
-
-
-def exp_log_error(absx: np.ndarray, calls: int, arith: Arithmetic) -> np.ndarray:
-    """l with (1 - eta, 1 + eta) inside (e^-l, e^l) for `calls` exps whose arguments total absx."""
-    xp = array_module(absx)
-    ulps = calls * (EXP_ULPS[arith.exp] + EXP_MARGIN_ULPS) + EXP_SLOPE.get(arith.exp, 0.0) * absx
-    eta = ulps * 2.0**-23
-    return xp.where(eta < 0.5, -xp.log1p(-xp.minimum(eta, 0.5)), 50.0)
 
 
 def chunk_frames(s: np.ndarray, err: np.ndarray, starts: np.ndarray) -> Frames:
@@ -96,7 +84,7 @@ def merge_log_error(fr: Frames, arith: Arithmetic) -> np.ndarray:
     xp = array_module(fr.mc)
     ymax = xp.maximum(fr.top_hi - fr.mc_lo, 0.0)  # |m_c - M| over every computed m_c, M
     moving = ymax > 0  # ymax == 0: m_c = M for sure, f_c = exp(0) = 1 exactly
-    return xp.where(moving, ARG_U * U32 * ymax + exp_log_error(ymax, 1, arith), 0.0)
+    return xp.where(moving, ARG_U * U32 * ymax + exp_log_error(ymax, 1, arith.exp), 0.0)
 
 
 def frame_shift(mc_lo: np.ndarray, mc_hi: np.ndarray) -> np.ndarray:
@@ -139,7 +127,7 @@ def frame_free(s, err, fr: Frames, chunk, starts, arith: Arithmetic, *, bf16_p: 
     xmax = xp.maximum(_per_chunk(fr.mc_hi, chunk) - (s - err), 0.0)  # |s_hat - m_hat_c| upper bound
     moving = xmax > 0  # xmax == 0: the key is its chunk's computed max for sure, p = exp(0) = 1
     calls = 1 + arith.rescales_per_key
-    lam = err + xp.where(moving, ARG_U * U32 * xmax + exp_log_error(xmax, calls, arith), 0.0)
+    lam = err + xp.where(moving, ARG_U * U32 * xmax + exp_log_error(xmax, calls, arith.exp), 0.0)
     lam += F64 * (xp.abs(s) + xp.abs(fr.top) + 1.0)
     w = xp.exp(s - fr.top)  # exp(s_j - S)
     b_hi = w * xp.exp(lam)
@@ -173,7 +161,7 @@ def replayed(s, err, fr: Frames, chunk, starts, arith: Arithmetic) -> WeightSyst
     shift = frame_shift(mc_lo, mc_hi)
     exact_one = (x_lo >= 0) & (shift == 0)  # the key is its chunk's computed max for sure: p = 1 exactly
     xa = -x_lo
-    e = ARG_U * U32 * xa + exp_log_error(xa, 1, arith) + shift
+    e = ARG_U * U32 * xa + exp_log_error(xa, 1, arith.exp) + shift
     e += F64 * (xp.abs(s) + xp.abs(mc_hi) + xp.abs(mc_lo) + 1.0)
     p_lo = xp.where(exact_one, 1.0, xp.exp(x_lo - e))
     p_hi = xp.where(exact_one, 1.0, xp.exp(x_hi + e))

@@ -1,4 +1,4 @@
-"""Each SM's launch limits and the occupancy rules, and the check of one launch against them."""
+"""Each SM's launch limits and the occupancy rules, the check of one launch against them, and SM ordering."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def limits_for(sm: str) -> SmLimits:
     base = sm.rstrip("af")
     if base not in LIMITS:
         raise UsageError(f"no launch limits known for {sm}; known: {', '.join(LIMITS)} "
-                         f"(add a row to kcontract/records/limits.py from the CUDA Programming Guide)")
+                         f"(add a row to kcontract/sms.py from the CUDA Programming Guide)")
     return LIMITS[base]
 
 
@@ -118,3 +118,8 @@ def _blocks_per_sm(limits: SmLimits, warps: int, regs_per_warp: int, total_smem:
     by_barriers = (limits.max_blocks_per_sm * limits.barriers_per_block_slot) // barriers if barriers else by_blocks
     return max(0, min(by_blocks, by_warps, by_regs, by_smem, by_barriers))
 
+
+
+def sm_number(sm: str) -> int:
+    """80 for sm_80, 90 for sm_90a: the order SMs print in."""
+    return int("".join(ch for ch in sm if ch.isdigit()) or 0)

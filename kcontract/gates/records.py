@@ -1,5 +1,5 @@
-"""Gate 5: the kernel's registers, shared memory, spills and launch shape per SM match its committed record,
-and no launch breaks an SM's limits beyond the baseline.
+"""The records kind (gate 5): the kernel's registers, shared memory, spills and launch shape per SM match its
+committed record, and no launch breaks an SM's limits beyond the baseline.
 
 Counts: checked = symbol x SM rows compared with the record; failures = stale or missing rows plus limit
 problems not in records/baseline.json.
@@ -12,15 +12,10 @@ from kcontract.gates.context import GateContext
 from kcontract.records.gate5 import judge_kernel
 from kcontract.records.records import UPDATE_HINT
 
-NUMBER = 5
-TITLE = "launch records"
-KIND = "records"
-
-
-def run(ctx: GateContext) -> GateResult:
+def run(number: int, ctx: GateContext) -> GateResult:
     """Compile the kernel for every target SM and compare it with the entry's record and the SM limits."""
     verdict = judge_kernel(ctx.loaded, ctx.entry, ctx.kernel, strict=ctx.strict_records)
-    result = GateResult(gate=NUMBER, passed=verdict.passed, checked=len(verdict.rows))
+    result = GateResult(gate=number, passed=verdict.passed, checked=len(verdict.rows))
     strict = verdict.findings if ctx.strict_records else []
     result.failures = (len(verdict.stale) + len(verdict.new_problems) + len(verdict.errors) + len(verdict.notes)
                        + len(strict))
@@ -40,6 +35,6 @@ def run(ctx: GateContext) -> GateResult:
                                                             f"({UPDATE_HINT} if the change is intended)")
     elif not verdict.rows:
         result.message = "checked zero symbol x SM rows: the gate proved nothing"
-    ctx.progress(NUMBER, "records")
-    result.replay = ctx.replay(NUMBER)
+    ctx.progress(number, "records")
+    result.replay = ctx.replay(number)
     return result

@@ -1,11 +1,20 @@
-"""torch's scaled_dot_product_attention on the same call, where torch has a fused kernel for it."""
+"""The attention families' bench peer: torch's scaled_dot_product_attention on the same call, where torch has a
+fused kernel for it."""
 
 from __future__ import annotations
+
+import functools
+from typing import Callable
 
 FUSED_HEAD_DIMS = (64, 128, 256)  # flash attention's head dims; at 512 torch falls back to unfused math
 
 
-def sdpa_us(timer, sdpa: dict, repeat: int) -> tuple[float | None, str]:
+def torch_sdpa(sdpa: dict) -> Callable[[object, int], tuple[float | None, str]]:
+    """The peer of a bench call: (timer, repeat) -> torch's median microseconds on the same call, or None and why."""
+    return functools.partial(sdpa_us, sdpa=sdpa)
+
+
+def sdpa_us(timer, repeat: int, sdpa: dict) -> tuple[float | None, str]:
     """Median microseconds of torch's fused SDPA on the call (None and why where it has none): flash for decode
     rows; for a causal prompt chunk (`queries` rows, mask aligned to the last key) flash, else memory-efficient
     attention, the only fused kernel torch has at head dim 512."""

@@ -1,10 +1,11 @@
 """The verdict over all outcomes: counts, the SUMMARY line and the exit code.
 
-The line names the gates kernels were judged on: the gates 1-4 the run covered ("gates 1-4" for a whole run,
-"gate 1" for `--gate 1`), or gate 5 when the run covered no other. Where gates 1-4 were judged, gate 5's
-failures (stale or missing records, limit problems beyond the baseline, records of entries that are gone)
-are counted in their own clause, `; N record failures`, shown when N > 0; gate 5's toolchain findings (no
-records for the toolchain in use, target SMs it cannot build) likewise in `; N toolchain findings`.
+The line names the gates kernels were judged on: the judged gates the run covered ("gates 1-4" for a whole
+run, "gate 1" for `--gate 1`), or the records gate when the run covered no other (kcontract.gatetable says
+which is which). Where judged gates ran, the records gate's failures (stale or missing records, limit problems
+beyond the baseline, records of entries that are gone) are counted in their own clause, `; N record failures`,
+shown when N > 0; its toolchain findings (no records for the toolchain in use, target SMs it cannot build)
+likewise in `; N toolchain findings`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from dataclasses import dataclass, field
 
 from kcontract.contract.model import KnownFinding
 from kcontract.exitcodes import ExitCode
-from kcontract.runner.outcome import Outcome
+from kcontract.gatetable import gate, judged_numbers, records_gate
+from kcontract.verdict.outcome import Outcome
 
-RECORDS_GATE = 5  # launch records: counted in their own clause when gates 1-4 were judged
+RECORDS_GATE = records_gate().number  # counted in their own clauses where judged gates ran
 
 
 def gates_phrase(gates: list[int]) -> str:
@@ -45,20 +47,20 @@ class Summary:
     red: int = 0
     missed: int = 0
     limit_problems: int = 0
-    judged: list[int] = field(default_factory=lambda: [1, 2, 3, 4])  # the gates kernels pass or fail on
+    judged: list[int] = field(default_factory=lambda: list(judged_numbers()))  # the gates kernels pass or fail on
     case: str | None = None  # the one case the run covered (`--case`), if any
     failing_entries: list[str] = field(default_factory=list)
     missed_controls: list[str] = field(default_factory=list)
     stale_known: list[str] = field(default_factory=list)  # known findings whose gate now passes
-    record_failures: list[str] = field(default_factory=list)  # entries whose gate 5 went red, beside gates 1-4
+    record_failures: list[str] = field(default_factory=list)  # entries whose records gate went red, beside judged
     notes: list[str] = field(default_factory=list)  # contract-level record problems (a record with no entry)
-    findings: list[str] = field(default_factory=list)  # gate 5's toolchain findings, each once
+    findings: list[str] = field(default_factory=list)  # the records gate's toolchain findings, each once
     environment: list[str] = field(default_factory=list)  # why this machine could not run a task (exit 3)
     interrupted: bool = False  # the run was cut short (Ctrl-C, SIGTERM)
 
     @property
     def record_failure_count(self) -> int:
-        """Entries whose gate 5 failed beside gates 1-4, and record files of entries that are gone."""
+        """Entries whose records gate failed beside judged gates, and record files of entries that are gone."""
         return len(self.record_failures) + len(self.notes)
 
     def line(self) -> str:
@@ -75,7 +77,7 @@ class Summary:
 
     @property
     def exit_code(self) -> ExitCode:
-        """0 only when nothing failed, no control was missed and gate 5 held; 3 when the machine could not run a
+        """0 only when nothing failed, no control was missed and the records held; 3 when the machine could not run a
         task (a GPU that cannot load the cubins, say); 130 when interrupted."""
         if self.interrupted:
             return ExitCode.INTERRUPTED
@@ -86,9 +88,9 @@ class Summary:
 
 
 def judged_gates(gates: list[int]) -> list[int]:
-    """The gates a run's kernels are judged on: its gates 1-4, or gate 5 when it ran no other."""
-    ranges = sorted({g for g in gates if g != RECORDS_GATE})
-    return ranges or sorted(set(gates)) or [1, 2, 3, 4]
+    """The gates a run's kernels are judged on: its judged gates, or the records gate when it ran no other."""
+    judged = sorted({g for g in gates if gate(g).judged})
+    return judged or sorted(set(gates)) or list(judged_numbers())
 
 
 def summarise(entries: list[Outcome], controls: list[Outcome], known: list[KnownFinding],

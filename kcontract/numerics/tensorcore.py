@@ -1,0 +1,60 @@
+"""The H200's tensor-core k-step (bf16 operands, fp32 accumulator) emulated bit for bit, and dots of k-steps."""
+
+# One k-step d = fl_rz(c + sum of 16 exact bf16 products): every term (c included) is cut toward zero to a
+# multiple of 2^(E - 25), E the largest raw exponent among the nonzero terms (a product's is the sum of its
+# factors' exponents, each at least -126), the cut terms add exactly, and the sum is truncated to fp32.
+# tests/oracles/mma_model.py holds the model as an exact oracle; docs/decisions/0003-tensor-core-accumulation-model.md
+# records its validation on the H200 (4.9 million sums, mma.sync and wgmma alike); tests/test_tensorcore.py and
+# tests/test_intervals.py check this emulation against the oracle.
+
+from __future__ import annotations
+
+import numpy as np
+
+from .xp import array_module
+
+KEEP_BITS = 25  # bits kept below the frame exponent
+STEP = 16  # products per k-step
+
+
+def _raw_exponent(x, xp):
+    """floor(log2|x|) clamped to >= -126 (0 where x == 0; those terms are left out of the frame)."""
+    e = xp.frexp(x)[1].astype(xp.int32) - 1
+    return xp.maximum(e, -126)
+
+
+def _truncate_f32(x, xp):
+    """x rounded toward zero to fp32 (subnormals kept), as float64."""
+    f = x.astype(xp.float32)  # RN
+    over = xp.abs(f.astype(xp.float64)) > xp.abs(x)
+    toward = xp.nextafter(f, xp.zeros_like(f))
+    return xp.where(over, toward, f).astype(xp.float64)
+
+
+def kstep(c, a, b, xp=None):
+    """One k-step for many sums: c [...], a and b [..., 16] bf16 values (float64); returns fp32 values as float64."""
+    xp = xp or array_module(c)
+    products = a * b  # exact: bf16 x bf16 has at most 16 significant bits
+    ea, eb = _raw_exponent(a, xp), _raw_exponent(b, xp)
+    pe = xp.where(products != 0, ea + eb, -10**6)
+    ce = xp.where(c != 0, _raw_exponent(c, xp), -10**6)
+    frame = xp.maximum(pe.max(axis=-1), ce)
+    unit = xp.ldexp(xp.ones_like(c), frame - KEEP_BITS)
+    with np.errstate(invalid="ignore"):  # a step of zero terms divides 0 by 0: replaced by c * 0 below
+        cut = xp.trunc(products / unit[..., None]).sum(axis=-1) + xp.trunc(c / unit)  # exact integers below 2^53
+    total = cut * unit
+    return xp.where(frame > -10**5, _truncate_f32(total, xp), c * 0.0)
+
+
+def kstep_dots(a, b, groups, xp=None):
+    """[m, n] dot products of rows a [m, K] with rows b [n, K] (bf16 values as float64) in k-steps from 0: step s
+    takes the reduction indices groups[s] ([K / 16, 16])."""
+    xp = xp or array_module(b)
+    groups = xp.asarray(groups)
+    acc = xp.zeros((a.shape[0], b.shape[0]))
+    for step in range(groups.shape[0]):
+        x = a[:, groups[step]][:, None, :]  # [m, 1, 16]
+        y = b[:, groups[step]][None, :, :]  # [1, n, 16]
+        acc = kstep(acc, xp.broadcast_to(x, (a.shape[0], b.shape[0], STEP)),
+                    xp.broadcast_to(y, (a.shape[0], b.shape[0], STEP)), xp)
+    return acc

@@ -1,0 +1,1 @@
+"""Verdicts: what a task produced, and the SUMMARY line and exit code over all of them."""

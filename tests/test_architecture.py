@@ -1,0 +1,86 @@
+"""The package's shape: layers without cycles (import-linter), a core that speaks no family's words, controls as
+patches of kernels that carry no fault hooks, and one table that gives gate numbers their meaning."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kcontract.gatetable import TABLE, Kind
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "kcontract"
+FAMILY_WORDS = re.compile(r"attention|softmax|sdpa|flash|head_dim|\bheads\b|\bquer(y|ies)\b|\bmirrors?\b|"
+                          r"\bwindows?\b|decode|prompt|\bkeys\b|\bkey head|merge rescale", re.IGNORECASE)
+ALLOWED = re.compile(r"\.decode\(|UnicodeDecodeError|\.keys\(\)")  # bytes.decode and dict.keys are not words
+
+
+def core_files() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if (PACKAGE / "families") not in p.parents)
+
+
+def test_the_layers_hold_and_the_core_imports_no_family():
+    pytest.importorskip("importlinter", reason="import-linter is in the dev extra: pip install -e '.[dev]'")
+    done = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports; "
+                           "raise SystemExit(lint_imports(config_filename='pyproject.toml'))"],
+                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "3 kept, 0 broken" in done.stdout
+
+
+def test_no_module_outside_the_families_names_a_family_term():
+    found = []
+    for path in core_files():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            text = ALLOWED.sub("", line)
+            if FAMILY_WORDS.search(text):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_no_core_module_branches_on_a_gate_number():
+    """Comparisons and membership tests against literal gate numbers live only in the gate table."""
+    numbers = {g.number for g in TABLE}
+    found = []
+    for path in core_files():
+        if path.name == "gatetable.py":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Compare):
+                continue
+            names = [n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
+                     for n in [node.left, *node.comparators]]
+            sides = [node.left, *node.comparators]
+            items = [e for s in sides for e in (s.elts if isinstance(s, (ast.Tuple, ast.List, ast.Set)) else [s])]
+            literals = [e.value for e in items if isinstance(e, ast.Constant) and isinstance(e.value, int)]
+            if any("gate" in name for name in names) and any(v in numbers for v in literals):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "\n".join(found)
+
+
+def test_the_gate_table_maps_every_number_to_one_kind_and_the_range_kind_to_three_suites():
+    assert [g.number for g in TABLE] == [1, 2, 3, 4, 5]
+    assert [g.number for g in TABLE if g.kind is Kind.RANGES] == [1, 3, 4]
+    assert len({g.suite for g in TABLE if g.suite is not None}) == 4
+    assert [g.number for g in TABLE if not g.launches] == [5]
+
+
+def test_production_kernels_carry_no_fault_hooks_and_controls_include_none():
+    hooks = re.compile(r"\b(WD|WF|WP)_[A-Z_]+\b")
+    for source in sorted((ROOT / "kernels").glob("*.cu*")):
+        assert not hooks.findall(source.read_text()), source.name
+    contract = yaml.safe_load((ROOT / "contract.yaml").read_text())
+    for control in contract["controls"]:
+        if "patch" in control:
+            patch = (ROOT / control["patch"]).read_text()
+            assert patch.startswith("--- ") or patch.startswith("diff "), control["name"]
+            assert "#include" not in "".join(l for l in patch.splitlines(True) if l.startswith("+")), control["name"]
+    assert not [p for p in (ROOT / "controls").glob("*.cu")], "a control is a patch of a production kernel"
