@@ -25,7 +25,7 @@ from kcontract.records.shapes import launch_shapes
 from kcontract.records.toolchains import has_own_records
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root
-from kcontract.toolchain.exports import built_exports
+from kcontract.toolchain.exports import launch_exports
 from kcontract.toolchain.units import unit_of
 
 OPT_IN = 48 * 1024  # dynamic shared memory above this needs the function's opt-in attribute
@@ -79,7 +79,7 @@ class CudaLauncher:
         except cupy.cuda.driver.CUDADriverError as error:
             raise EnvironmentProblem(f"{self.label}: the {self.sm} cubin does not load on this GPU ({error}); "
                                      f"check the driver against the toolchain") from None
-        exports, errors = built_exports(kernel.cuda, units[0], built, [self.sm])
+        exports, errors = launch_exports(loaded, entry.kernel.cuda, kernel.cuda, [self.sm], built)
         shapes, more = launch_shapes(entry.family, sorted(kernel.cuda.symbols), entry.name, kernel.cuda.launch, exports)
         errors += more
         if errors:

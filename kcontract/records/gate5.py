@@ -24,7 +24,7 @@ from kcontract.records.shapes import launch_shapes
 from kcontract.records.toolchains import STRICT_HINT, has_own_records, recorded_toolchains, toolchain_findings
 from kcontract.toolchain.build import Build, Failure, build, read_inputs
 from kcontract.toolchain.cache import CompileCache, cache_root, inputs_digest
-from kcontract.toolchain.exports import built_exports
+from kcontract.toolchain.exports import launch_exports
 from kcontract.toolchain.locate import Toolchain
 from kcontract.contract.paths import resolve_source
 from kcontract.toolchain.units import Unit, contract_uses, group_units, unit_of
@@ -174,7 +174,7 @@ def judge_kernel(loaded, entry, kernel, *, root: Path | None = None, cache: Comp
     verdict.errors += [f"{f.unit.shown} does not compile for {f.sm}" for f in failures]
     report = Gate5Report(built.toolchain, loaded.targets, root, strict)
     verdict.findings = toolchain_findings(root, built.toolchain, loaded.targets)
-    record, errors = _fresh_record(entry.name, kernel.cuda, entry.family, report, units, built, base)
+    record, errors = _fresh_record(loaded, entry, kernel.cuda, report, units, built, base)
     verdict.errors += errors
     if record is None:
         return verdict
@@ -231,7 +231,7 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, cac
     report.compile_failures = [f for f in built.failures if f.unit.ident in units]
     fresh: dict[str, dict] = {}
     for entry in entries:
-        record, errors = _fresh_record(entry.name, entry.kernel.cuda, entry.family, report, units, built, base)
+        record, errors = _fresh_record(loaded, entry, entry.kernel.cuda, report, units, built, base)
         report.errors += errors
         if record is not None:
             fresh[entry.name] = record
@@ -265,11 +265,12 @@ def control_verdict(control, verdict: KernelVerdict) -> ControlVerdict:
     return ControlVerdict(control.name, control.entry, stale, verdict.new_problems, note)
 
 
-def _fresh_record(name: str, kernel, family, report: Gate5Report, units: dict, built: Build,
+def _fresh_record(loaded, entry, kernel, report: Gate5Report, units: dict, built: Build,
                   base: Path) -> tuple[dict | None, list[str]]:
     """The record an entry's (or a stand-in control's) kernel has now, and errors that block it."""
+    name, family = entry.name, entry.family
     unit = units[(kernel.source, tuple(kernel.options), kernel.patch)]
-    exports, errors = built_exports(kernel, unit, built, report.targets)
+    exports, errors = launch_exports(loaded, entry.kernel.cuda, kernel, [sm for sm in report.targets if sm not in built.skipped], built)
     shapes, more = launch_shapes(family, sorted(kernel.symbols), name, kernel.launch, exports)
     errors += more
     try:

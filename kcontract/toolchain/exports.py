@@ -86,17 +86,30 @@ def kernel_exports(module, kernel) -> dict[str, int]:
     return {name: values[name_expression(variable)] for name, variable in kernel.exports.items()}
 
 
-def built_exports(kernel, unit, built, sms: list[str]) -> tuple[dict[str, dict[str, int]], list[str]]:
-    """The kernel's exports on each SM it was built for, and what could not be read."""
+def launch_exports(loaded, entry_kernel, kernel, sms: list[str], built=None) -> tuple[dict[str, dict[str, int]],
+                                                                                     list[str]]:
+    """The exports a kernel's launch reads, per SM built: a stand-in (a control, a mutant) launched as its entry is
+    takes its entry's, so its launch is the production one; a kernel with a launch of its own, its own."""
+    source = entry_kernel if entry_kernel is not None and (kernel.launch, kernel.exports) == (
+        entry_kernel.launch, entry_kernel.exports) else kernel
+    if not source.exports:
+        return {}, []
+    from kcontract.toolchain.build import build
+    from kcontract.toolchain.cache import CompileCache, cache_root
+    from kcontract.toolchain.units import unit_of
+
+    unit = unit_of(loaded, source)
+    if built is None or any(built.module(unit, sm) is None for sm in sms if sm not in built.skipped):
+        built = build([unit], sms, CompileCache(cache_root(loaded.path)), Path(loaded.path).resolve().parent, jobs=1)
     found, errors = {}, []
     for sm in sms:
-        module = built.module(unit, sm) if kernel.exports else None
+        module = built.module(unit, sm)
         if module is None:
             continue
         try:
-            found[sm] = kernel_exports(module, kernel)
+            found[sm] = kernel_exports(module, source)
         except ExportError as error:
-            errors.append(f"{kernel.source} on {sm}: {error.message}")
+            errors.append(f"{source.source} on {sm}: {error.message}")
     return found, errors
 
 
