@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcontract.identity import core_digest, family_digest, file_sha256
+from kcontract.identity import PACKAGE, below, core_digest, family_digest, file_sha256
 
 RECEIPTS_DIR = "receipts"
 KIND = "kcontract-run"
@@ -82,20 +82,24 @@ def rerun(loaded, receipt: str = "FILE") -> str:
     return f"rerun `kcontract run --contract {contract} --receipt {receipt}`{where} and commit it"
 
 
-def checker_problems(recorded: dict, loaded, receipt: str = "FILE") -> list[str]:
-    """Where the checker that made a receipt differs from this one: its core, or a family the contract uses."""
+def checker_problems(recorded: dict, loaded, receipt: str = "FILE", changed: list[str] = ()) -> list[str]:
+    """Where the checker that made a receipt differs from this one: its core, or a family the contract uses
+    (`changed`: the checker's files the receipt lists that changed, for the message)."""
     fix = rerun(loaded, receipt)
     recorded = recorded if isinstance(recorded, dict) else {}
     problems = []
+    files = f"; changed: {', '.join(changed[:3])}{f' and {len(changed) - 3} more' if len(changed) > 3 else ''}" \
+        if changed else ""
     if recorded.get("sha256") != core_digest():
         problems.append(f"made by another kcontract core (sha256 {str(recorded.get('sha256'))[:12]}, now "
-                        f"{core_digest()[:12]}): {fix}")
+                        f"{core_digest()[:12]}{files}): {fix}")
+        files = ""
     then = recorded.get("families") or {}
     for cls in sorted({type(e.family) for e in loaded.entries}, key=lambda c: c.name):
         now = family_digest(cls)
         if then.get(cls.name) != now:
             problems.append(f"family {cls.name} changed since the receipt (sha256 {str(then.get(cls.name))[:12]}, now "
-                            f"{now[:12]}): {fix}")
+                            f"{now[:12]}{files}): {fix}")
     return problems
 
 
@@ -112,9 +116,13 @@ def _problems(data, base: Path, loaded, receipt: str) -> list[str]:
     if not isinstance(sources, dict) or not sources or not all(isinstance(k, str) and isinstance(v, str)
                                                                for k, v in sources.items()):
         return [f"invalid: it lists no sources with their sha256, so it attests nothing: {fix}"]
-    problems = []
+    problems, own = [], []
     for source, sha in sorted(sources.items()):
         target = base / source
+        if below(target.resolve(), PACKAGE):  # the checker's own files: named once, with its digests
+            if not target.is_file() or file_sha256(target) != sha:
+                own.append(source)
+            continue
         if not target.is_file():
             problems.append(f"{source} no longer exists: {fix}")
         elif (now := file_sha256(target)) != sha:
@@ -122,7 +130,7 @@ def _problems(data, base: Path, loaded, receipt: str) -> list[str]:
     if data.get("exit_code") != 0:
         problems.append(f"records a run that did not pass (exit code {data.get('exit_code')}: "
                         f"{str(data.get('summary', 'no summary'))[:160]}): fix it, then {fix}")
-    problems += checker_problems(data.get("checker"), loaded, receipt)
+    problems += checker_problems(data.get("checker"), loaded, receipt, own)
     contract = data.get("contract")
     covers = data.get("covers") or {}
     want = {"entries": len(loaded.entries), "controls": len(loaded.controls)}

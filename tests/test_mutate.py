@@ -139,6 +139,9 @@ def test_a_new_receipt_keeps_mutation_scores_of_unchanged_kernels_only():
     assert carried_mutation(loaded, previous) == {"decode_d512_g16": {**score, "measured_at": "abc"}}
     previous["sources"][source] = "0" * 64  # the kernel changed since
     assert carried_mutation(loaded, previous) == {}
+    named = {**score, "source_sha256": file_sha256(ROOT / source), "measured_at": "def"}
+    previous["mutation"]["decode_d512_g16"] = named  # a score that names the source it mutated is judged by it
+    assert carried_mutation(loaded, previous) == {"decode_d512_g16": named}
 
 
 class _Outcome:

@@ -6,6 +6,9 @@
 #                 carry over where the kernel is unchanged
 #   TOOLKIT=DIR   compile with the toolchain in DIR (lib64/libnvrtc.so, include/, version.json: the layout
 #                 tools/pinned_toolkit.sh packs) instead of the environment's
+#   MUTATE="E1 E2:CASE"  entries whose mutation campaigns the mutate step runs (a case after ':' narrows one), each
+#                 of MUTATE_COUNT mutants (default 30) and cut at MUTATE_LIMIT_S seconds (default 150); the scores go
+#                 into $OUT/receipt.json (a copy of RECEIPT when the run step did not write it)
 #   KCONTRACT_GIT_COMMIT, KCONTRACT_GIT_DIRTY   the tree's commit, where it travelled without .git
 # An offline machine: carry in .whl/ the wheels pip cannot find there (pydantic and what it needs); pip looks
 # there and nowhere else, and builds kcontract with the machine's setuptools.
@@ -28,8 +31,8 @@ fi
 if [ -n "${TOOLKIT:-}" ]; then
   export KCONTRACT_NVRTC=$TOOLKIT/lib64/libnvrtc.so KCONTRACT_CUDA_INCLUDE=$TOOLKIT/include
 fi
+export KCONTRACT_CACHE=/tmp/kcontract-cache
 if has run; then  # cold: an empty cache
-  export KCONTRACT_CACHE=/tmp/kcontract-cache
   rm -rf "$KCONTRACT_CACHE"
   [ -f "$RECEIPT" ] && cp "$RECEIPT" "$OUT/receipt.json"
   began=$SECONDS
@@ -41,6 +44,17 @@ if has bench; then
   timeout "${BENCH_LIMIT:-150}" kcontract bench ${BENCH_ARGS:-} --receipt "$OUT/receipt.json" --json "$OUT/bench.json" \
     > "$OUT/bench.log" 2>&1
   echo "bench exit $?" >> "$OUT/bench.log"
+fi
+if has mutate; then
+  [ -f "$OUT/receipt.json" ] || cp "$RECEIPT" "$OUT/receipt.json"
+  for spec in ${MUTATE:-}; do
+    entry=${spec%%:*}
+    narrow=()
+    [[ $spec == *:* ]] && narrow=(--case "${spec#*:}")
+    timeout -s TERM "${MUTATE_LIMIT_S:-150}" kcontract mutate "$entry" "${narrow[@]}" --limit "${MUTATE_COUNT:-30}" \
+      --receipt "$OUT/receipt.json" --json "$OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
+    echo "mutate $entry exit $?" >> "$OUT/mutate.log"
+  done
 fi
 if has sanitize; then  # each CUDA entry's smallest case and its controls under compute-sanitizer
   timeout "${SANITIZE_LIMIT:-300}" kcontract run --sanitize --json "$OUT/sanitize.json" > "$OUT/sanitize.log" 2>&1
@@ -56,5 +70,6 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
   "$OUT/run.log" | cut -c1-240 | tail -30
 [ -f "$OUT/bench.log" ] && tail -40 "$OUT/bench.log" | cut -c1-200
 [ -f "$OUT/sanitize.log" ] && grep -vE ": clean, " "$OUT/sanitize.log" | cut -c1-300 | tail -20
+[ -f "$OUT/mutate.log" ] && grep -E "^(MUTATE|survived|mutate .* exit)" "$OUT/mutate.log" | cut -c1-240
 [ -f "$OUT/gpu-tests.log" ] && tail -16 "$OUT/gpu-tests.log"
 true

@@ -14,6 +14,7 @@ from kcontract.commands.common import Jobs, contract_option, err, out, user_erro
 from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
+from kcontract.provenance import git_state
 from kcontract.family.cases import main_cases
 from kcontract.mutate.campaign import Campaign, judge_runs, load, prepare, save, workdir
 from kcontract.toolchain.cache import CACHE_ENV, cache_root
@@ -74,7 +75,9 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
         raise KeyboardInterrupt
     if receipt_path:
         receipt = json.loads(Path(receipt_path).read_text())
-        receipt.setdefault("mutation", {})[entry_name] = {**report, "measured_at": (receipt.get("git") or {}).get("commit")}
+        commit = git_state(Path(loaded.path).resolve().parent)["commit"]
+        receipt.setdefault("mutation", {})[entry_name] = {**report, "source_sha256": campaign.source_sha256,
+                                                          "measured_at": commit}
         Path(receipt_path).write_text(json.dumps(receipt, indent=1, sort_keys=True) + "\n")
     for m in campaign.mutants:
         if m.status == "survived":

@@ -63,8 +63,8 @@ def build_receipt(loaded, document: dict, seed: int, wall_s: float, extra: dict 
 
 
 def carried_mutation(loaded, previous: dict) -> dict:
-    """Mutation scores of a previous receipt whose entry still exists with the same kernel source (sha256 in the
-    previous receipt's `sources`); each marked with the commit it was measured at."""
+    """Mutation scores of a previous receipt whose entry still exists with the same kernel source (the sha256 the
+    score names, else the previous receipt's `sources`); each marked with the commit it was measured at."""
     base = Path(loaded.path).resolve().parent
     kept = {}
     for name, score in (previous.get("mutation") or {}).items():
@@ -72,7 +72,7 @@ def carried_mutation(loaded, previous: dict) -> dict:
         if entry is None:
             continue
         source = resolve_source(base, entry.kernel.cuda.source).resolve().relative_to(base).as_posix()
-        then = (previous.get("sources") or {}).get(source)
+        then = score.get("source_sha256") or (previous.get("sources") or {}).get(source)
         if then is not None and then == file_sha256(base / source):
             measured = score.get("measured_at") or (previous.get("git") or {}).get("commit")
             kept[name] = {**score, "measured_at": measured}
