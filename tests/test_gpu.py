@@ -34,12 +34,12 @@ def test_faulting_and_hanging_kernels_are_named_and_the_run_goes_on():
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ("SUMMARY 5 kernels: 2 pass gates 1 and 3, 3 fail, 0 known findings; 0 controls: 0 red as planted, "
             "0 missed; 0 limit problems") in proc.stdout, proc.stdout + proc.stderr  # the gates the entries list
-    assert re.search(r"^faults: error: kernel \.\./cuda/faults\.cu failed in call small: .*illegal", proc.stdout,
+    assert re.search(r"^faults gate 1: error: kernel \.\./cuda/faults\.cu failed in call small: .*illegal", proc.stdout,
                      re.M | re.I), proc.stdout
     # 16 bytes more than the layout: the kernel traps rather than run on a launch its contract misstates
-    assert re.search(r"^wrong_smem: error: kernel \.\./\.\./kernels/window_decode\.cu failed in call small: ",
+    assert re.search(r"^wrong_smem gate 1: error: kernel \.\./\.\./kernels/window_decode\.cu failed in call small: ",
                      proc.stdout, re.M), proc.stdout
-    assert re.search(r"^hangs: timed out: no answer within 20 s", proc.stdout, re.M)
+    assert re.search(r"^hangs gate 1: timed out: no answer within 20 s", proc.stdout, re.M)
     assert re.search(r"^after gate 3 split-merge stress: pass", proc.stdout, re.M)
 
 
