@@ -103,7 +103,8 @@ class RowSum(Family):
             x[:, 0], x[:, -1] = 64, -32  # the first and last element matter: a dropped one shows
         else:  # magnitudes over six decades, so partial sums round and the order shows
             shape = (count or c.rows, c.length)
-            x = (rng.standard_normal(shape) + rng.uniform(0.5, 2.0, size=(shape[0], 1))) * 10.0 ** rng.uniform(-3, 3, shape)
+            x = rng.standard_normal(shape) + rng.uniform(0.5, 2.0, size=(shape[0], 1))
+            x *= 10.0 ** rng.uniform(-3, 3, shape)
         return to_bits(round_to(x, "bf16"), "bf16").astype(np.uint16)
 
     def _problem(self, label: str, rows: np.ndarray) -> Problem:
