@@ -9,7 +9,8 @@
 #   MUTATE="E1 E2:CASE"  entries whose mutation campaigns the mutate step runs (a case after ':' narrows one), each
 #                 of MUTATE_COUNT mutants (default 30) and cut at MUTATE_LIMIT_S seconds (default 150); the scores go
 #                 into $OUT/receipt.json (a copy of RECEIPT when the run step did not write it)
-#   KCONTRACT_GIT_COMMIT, KCONTRACT_GIT_DIRTY   the tree's commit, where it travelled without .git
+#   KCONTRACT_GIT_COMMIT, KCONTRACT_GIT_DIRTY   the tree's commit and whether it differs from it: give them where
+#                 the tree travelled without its .git, or with a stale one (a copy sent to a GPU machine)
 # An offline machine: carry in .whl/ the wheels pip cannot find there (pydantic and what it needs); pip looks
 # there and nowhere else, and builds kcontract with the machine's setuptools.
 set -uo pipefail
