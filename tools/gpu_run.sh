@@ -12,8 +12,7 @@
 #   KCONTRACT_GIT_COMMIT, KCONTRACT_GIT_DIRTY   the tree's commit and whether it differs from it: give them where
 #                 the tree travelled without its .git, or with a stale one (a copy sent to a GPU machine)
 # An offline machine: carry in .whl/ the wheels pip cannot find there (pydantic, pyelftools, import-linter and what
-# they need); pip looks
-# there and nowhere else, and builds kcontract with the machine's setuptools.
+# they need); pip looks there and nowhere else, and builds kcontract with the machine's setuptools.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
