@@ -18,10 +18,11 @@ COMMANDS = {  # name -> (module:attribute, the line `kcontract --help` shows)
     "check": ("kcontract.commands.check:check_command", "Everything that needs no GPU (the CPU CI job)."),
     "records": ("kcontract.commands.records_cmd:records_command", "Gate 5's launch records (--update rewrites)."),
     "sass-diff": ("kcontract.commands.sass_diff:sass_diff_command", "Which kernels' machine code changed."),
-    "receipt": ("kcontract.commands.receipt_cmd:receipt_group", "Show or check GPU run receipts."),
+    "receipt": ("kcontract.commands.receipt_cmd:receipt_group", "Show, check or merge run receipts."),
     "bench": ("kcontract.commands.bench_cmd:bench_command", "GPU time of each kernel call against the read ceiling."),
     "mutate": ("kcontract.commands.mutate_cmd:mutate_command", "Mutation score of a CUDA entry's gates."),
     "cache": ("kcontract.commands.cache_cmd:cache_group", "The compile and reference cache: size, prune."),
+    "init": ("kcontract.commands.init_cmd:init_command", "Register a kernel in a contract (new or existing)."),
 }
 
 EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {int(code):<4} {text}" for code, text in (

@@ -1,9 +1,10 @@
 """Receipt checks: every receipt beside a contract must be valid and current; `require_receipt` demands one.
 
-A receipt (receipts/<contract>-<device>.json) names its contract, covers all of it, lists the sha256 of every
-file the run depended on, the checker core's digest and the digest of each family it used. It is stale when any
-of those changed (another family's edits leave it current); invalid when it lists no sources, covers part of
-its contract, or ran without a GPU although the contract has CUDA kernels. `check` judges the receipts of its
+A receipt (receipts/<contract>-<device>.json) names its contract, covers all of it (one whole run, or the shards
+of one joined by `kcontract receipt merge`), lists the sha256 of every file the run depended on, the checker
+core's digest and the digest of each family it used. It is stale when any of those changed (another family's
+edits leave it current); invalid when it lists no sources, covers part of its contract (a lone shard's receipt
+among them), or ran without a GPU although the contract has CUDA kernels. `check` judges the receipts of its
 own contract, so contracts sharing a folder stay independent.
 """
 
@@ -135,7 +136,11 @@ def _problems(data, base: Path, loaded, receipt: str) -> list[str]:
     covers = data.get("covers") or {}
     want = {"entries": len(loaded.entries), "controls": len(loaded.controls)}
     got = {k: covers.get(k) for k in want}
-    if got != want or covers.get("partial"):
+    if covers.get("shard"):
+        problems.append(f"invalid: shard {covers['shard']} of {contract}, not the whole contract: merge every shard's "
+                        f"receipt with `kcontract receipt merge A.json B.json ... -o "
+                        f"{receipt_name(Path(loaded.path), '{gpu}')}` and commit the merged receipt instead")
+    elif got != want or covers.get("partial"):
         problems.append(f"invalid: covers {got['entries']} entries and {got['controls']} controls"
                         f"{' (a partial run)' if covers.get('partial') else ''}, {contract} has {want['entries']} "
                         f"and {want['controls']}: {fix}")

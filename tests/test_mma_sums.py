@@ -109,7 +109,7 @@ def test_relative_error_counts_parts_and_touched_steps():
 @pytest.mark.parametrize("fields, words", [
     ({"sum_order": "split_mma", "pv": "fp32"}, "it needs pv: mma_bf16"),
     ({"sum_order": "split_chain", "pv": "mma_bf16"}, "it needs pv: fp32"),
-    ({"pv": "mma_bf16", "rescales_per_key": 1}, "no online rescale"),
+    ({"pv": "mma_bf16", "chunk": 100}, "a multiple of 16"),
 ])
 def test_pv_declarations_that_contradict_are_refused(fields, words):
     with pytest.raises(ValueError, match=words):

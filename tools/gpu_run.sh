@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU machine's run in one go, as a kernel author runs it: kcontract installed into the machine's own Python
-# (its torch, CuPy and NVRTC as they are), the whole contract run cold into a receipt, then the optional steps;
+# (its torch, CuPy and NVRTC as they are), the whole contract run cold into a receipt, then the optional steps
+# (bench, mutate, sanitize, peers, plugin, tests);
 # full logs under $OUT, a short table last. STEPS picks steps (default install,run).
 #   RECEIPT=F     the receipt to write (default receipts/contract-h200.json); an existing one's mutation scores
 #                 carry over where the kernel is unchanged
@@ -61,6 +62,19 @@ if has sanitize; then  # each CUDA entry's smallest case and its controls under 
   timeout "${SANITIZE_LIMIT:-300}" kcontract run --sanitize --json "$OUT/sanitize.json" > "$OUT/sanitize.log" 2>&1
   echo "sanitize exit $?" >> "$OUT/sanitize.log"
 fi
+if has peers; then  # the peer kernels (examples/peers): their self-test, then their contract into its own receipt
+  PEERS_RECEIPT=${PEERS_RECEIPT:-examples/peers/receipts/contract-h200.json}
+  [ -f "$PEERS_RECEIPT" ] && cp "$PEERS_RECEIPT" "$OUT/peers-receipt.json"
+  { timeout 300 python3 -m examples.peers.selftest; echo "selftest exit $?"; } > "$OUT/peers-selftest.log" 2>&1
+  timeout "${PEERS_LIMIT:-400}" kcontract run --contract examples/peers/contract.yaml --receipt "$OUT/peers-receipt.json" \
+    --json "$OUT/peers.json" > "$OUT/peers.log" 2>&1
+  echo "peers exit $?" >> "$OUT/peers.log"
+fi
+if has plugin; then  # the pytest plugin on the GPU: one item per entry x gate and per control
+  timeout "${PLUGIN_LIMIT:-200}" python3 -m pytest -p no:cacheprovider -q -rs --kcontract tests/contracts/gpu_device.yaml \
+    > "$OUT/plugin.log" 2>&1
+  echo "plugin exit $?" >> "$OUT/plugin.log"
+fi
 if has tests; then
   timeout "${TESTS_LIMIT:-400}" python3 -m pytest -v --durations=10 -m gpu -rs -p no:cacheprovider tests \
     > "$OUT/gpu-tests.log" 2>&1
@@ -73,4 +87,7 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/sanitize.log" ] && grep -vE ": clean, " "$OUT/sanitize.log" | cut -c1-300 | tail -20
 [ -f "$OUT/mutate.log" ] && grep -E "^(MUTATE|survived|mutate .* exit)" "$OUT/mutate.log" | cut -c1-240
 [ -f "$OUT/gpu-tests.log" ] && tail -16 "$OUT/gpu-tests.log"
+[ -f "$OUT/peers-selftest.log" ] && grep -E "^peer|exit" "$OUT/peers-selftest.log" | cut -c1-200
+[ -f "$OUT/peers.log" ] && grep -E "FAIL|MISSED|ERROR|crashed|timed out|SUMMARY|peers exit|error" "$OUT/peers.log" | cut -c1-240 | tail -30
+[ -f "$OUT/plugin.log" ] && tail -6 "$OUT/plugin.log"
 true

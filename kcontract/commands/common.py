@@ -15,8 +15,8 @@ from kcontract.errors import KContractError, UsageError
 from kcontract.exitcodes import ExitCode
 from kcontract.toolchain.cache import writable
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 contract_option = click.option(
     "--contract",

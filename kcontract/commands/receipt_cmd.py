@@ -1,4 +1,5 @@
-"""`kcontract receipt show|check`: render a receipt as markdown, or check that receipts are valid and current."""
+"""`kcontract receipt show|check|merge`: render a receipt as markdown, check that receipts are valid and current,
+or join shard receipts into one."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ from pathlib import Path
 
 import click
 
-from kcontract.commands.common import contract_option, out, user_errors
+from kcontract.commands.common import contract_option, out, require_writable, user_errors
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.exitcodes import ExitCode
 from kcontract.receipts import RECEIPTS_DIR, check_receipts
+from kcontract.report.json_report import write_json
+from kcontract.report.merge import merge_receipts, output_paths
 from kcontract.report.receipt import receipt_markdown
 
 
-@click.group("receipt", short_help="Show or check run receipts.")
+@click.group("receipt", short_help="Show, check or merge run receipts.")
 def receipt_group() -> None:
-    """Run receipts: show one as pull-request markdown, or check them all."""
+    """Run receipts: show one as pull-request markdown, check them all, or merge shard receipts."""
 
 
 @receipt_group.command("show")
@@ -50,3 +53,24 @@ def check(contract_path: str) -> None:
         out.print(f"FAIL {line}", markup=False)
     out.print(f"receipts: {report.summary()}", markup=False)
     sys.exit(int(ExitCode.OK if report.passed else ExitCode.FAILED))
+
+
+@receipt_group.command("merge")
+@click.argument("paths", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "output", required=True,
+              help="The merged receipt; with shards of several GPU kinds put {gpu} in it (one receipt per kind).")
+@user_errors
+def merge(paths: tuple[str, ...], output: str) -> None:
+    """Join the receipts of `kcontract run --shard I/N --receipt` into one of the whole contract per GPU kind;
+    exit with the merged run's exit code."""
+    merged = merge_receipts(list(paths))
+    targets = output_paths(output, list(merged))
+    for target in targets.values():
+        require_writable(output=target)
+    codes = []
+    for kind, receipt in merged.items():
+        write_json(targets[kind], receipt)
+        out.print(f"merged {len(receipt['shards'])} shards on {kind} into {targets[kind]}", markup=False)
+        out.print(receipt["summary"], markup=False)
+        codes.append(receipt["exit_code"])
+    sys.exit(next((code for code in codes if code), int(ExitCode.OK)))

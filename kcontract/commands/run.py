@@ -15,6 +15,7 @@ from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.gatetable import NUMBERS, launching, records_gate
+from kcontract.report.github import emit
 from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
 from kcontract.report.progress import RunProgress
@@ -23,8 +24,8 @@ from kcontract.report.tables import control_table, entry_table, print_failures, 
 from kcontract.runner.plan import Selection, plan_tasks
 from kcontract.runner.prebuild import prebuild
 from kcontract.runner.session import auto_jobs, run_contract, work_units
+from kcontract.runner.shard import parse_shard, shard_tasks
 from kcontract.toolchain.cache import cache_root
-
 
 
 @click.command("run", short_help="Run every gate and control; print SUMMARY.")
@@ -39,8 +40,10 @@ from kcontract.toolchain.cache import cache_root
               help="Worker processes running entries side by side, or 'auto'.")
 @click.option("--json", "json_path", help="Write the full results as JSON.")
 @click.option("--junit", "junit_path", help="Write JUnit XML for CI dashboards.")
+@click.option("--shard", "shard_text", metavar="I/N",
+              help="Run shard I of N: whole entries with their controls, balanced by recorded seconds.")
 @click.option("--receipt", "receipt_path",
-              help="Write a receipt of the whole contract (commit it under receipts/).")
+              help="Write a receipt of the whole contract, or of a shard (merge them: `kcontract receipt merge`).")
 @click.option("--no-cache", is_flag=True, help="Compute every float64 reference afresh (a cold run).")
 @click.option("--profile", is_flag=True, help="Print seconds per stage and peak memory of every gate.")
 @click.option("--sanitize", is_flag=True,
@@ -49,14 +52,15 @@ from kcontract.toolchain.cache import cache_root
 @click.option("--verbose", "-v", is_flag=True, help="Tracebacks of failing kernels and every control's evidence.")
 @user_errors
 def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
-                receipt_path, no_cache, profile, sanitize, strict_records, verbose) -> None:
+                shard_text, receipt_path, no_cache, profile, sanitize, strict_records, verbose) -> None:
     """Run the contract: each entry's gates, each control at its gate, and print the SUMMARY line."""
     started, begun = time.monotonic(), time.time()  # begun: wall clock, as cache items are stamped
+    shard = parse_shard(shard_text) if shard_text is not None else None
     loaded = load_contract(contract_path)
     if sanitize:
-        if gate is not None or case is not None or seed is not None or receipt_path or junit_path:
+        if gate is not None or case is not None or seed is not None or receipt_path or junit_path or shard:
             raise UsageError("--sanitize runs each entry's smallest case at the contract's seed: drop --gate, --case, "
-                             "--seed, --receipt and --junit")
+                             "--seed, --shard, --receipt and --junit")
         from kcontract.commands.sanitize_mode import sanitize_run
 
         sanitize_run(loaded, contract_path, tuple(only), tuple(control_names), no_controls, jobs, json_path)
@@ -64,7 +68,15 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     if receipt_path and selection.partial:
         raise UsageError("--receipt attests the whole contract: drop --only, --control, --gate, --case and "
                          "--no-controls")
+    if shard and selection.partial:
+        raise UsageError(f"--shard {shard} splits the whole contract: drop --only, --control, --gate, --case and "
+                         f"--no-controls")
     tasks = plan_tasks(loaded, contract_path, selection, cache=not no_cache)
+    covers = None
+    if shard:
+        part = shard_tasks(loaded, tasks, shard)
+        tasks, covers = part.tasks, part.covers
+        err.print(part.line, markup=False)
     kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
     on_gpu = sorted({t.name for t in tasks if kernels[t.name].launcher() != "python"
                      and any(g in launching() for g in t.gates)})
@@ -77,8 +89,9 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     if jobs == "auto":
         jobs, why = auto_jobs(loaded, gpu=bool(on_gpu))
         err.print(f"--jobs auto: {why}", markup=False)
+    whole = not selection.partial and (shard is None or shard.index == 1)  # of shards, only 1 notes orphan records
     with RunProgress(out, work_units(loaded, tasks)) as progress:
-        result = run_contract(loaded, tasks, jobs, progress.step, progress.done, whole=not selection.partial)
+        result = run_contract(loaded, tasks, jobs, progress.step, progress.done, whole=whole)
     summary = result.summary
     if summary.interrupted:
         err.print(f"interrupted: {progress.finished} of {len(tasks)} tasks finished; nothing written", markup=False)
@@ -92,6 +105,7 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
         out.print(profile_table(result.entries + result.controls))
     print_failures(err, result.entries, verbose=verbose)
     print_failures(err, result.controls, planted=result.planted, verbose=verbose)
+    emit(loaded, contract_path, result.entries, result.controls, summary, result.planted)
     for note in summary.notes:
         err.print(f"gate {records_gate().number}: {note}", markup=False)
     for finding in summary.findings:
@@ -108,8 +122,9 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
         write_junit(junit_path, junit_document(result.entries, result.controls, result.planted, summary))
     if receipt_path:
         kept = carried_mutation(loaded, _previous(receipt_path))
-        write_json(receipt_path, build_receipt(loaded, document, tasks[0].seed, time.monotonic() - started,
-                                               extra={"mutation": kept} if kept else None))
+        write_json(receipt_path, build_receipt(loaded, document, loaded.seed if seed is None else seed,
+                                               time.monotonic() - started, extra={"mutation": kept} if kept else None,
+                                               shard=covers))
     pruned = keep_under_cap(cache_root(contract_path), begun)
     if pruned:
         err.print(f"note: {pruned}", markup=False)

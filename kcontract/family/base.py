@@ -63,6 +63,12 @@ class Family(ABC):
 
     # What the loader, the runner and the reports ask; defaults suit a family without them.
 
+    @classmethod
+    def template(cls) -> str:
+        """A new entry's own fields as commented YAML (a mapping, one small case) that loads as written."""
+        raise NotImplementedError(f"family {getattr(cls, 'name', cls.__name__)} gives no entry template (its class has "
+                                  "no template()); write the entry's fields by hand, as its Spec declares them")
+
     def kernel_abi(self) -> tuple[str, ...]:
         """The argument names this entry's kernel takes: the family's `abi`, unless an entry picks its own."""
         return type(self).abi

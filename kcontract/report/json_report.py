@@ -6,8 +6,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from kcontract.verdict.summary import Summary
 from kcontract.verdict.outcome import Outcome
+from kcontract.verdict.summary import Summary
 
 
 def _plain(value):
@@ -46,10 +46,15 @@ def reference_counts(outcomes: list[Outcome], what: str = "references") -> dict:
         for r in o.gates.values():
             for key, n in r.profile.get(what, {}).items():
                 counts[key] = counts.get(key, 0) + n
-    used = counts["hit"] + counts["miss"] + counts["rebuilt"]
-    counts["cache"] = ("off" if counts["off"] and not used else "warm" if used and counts["hit"] == used
-                       else "cold" if used and not counts["hit"] else "mixed" if used else "none")
+    counts["cache"] = cache_state(counts)
     return counts
+
+
+def cache_state(counts: dict) -> str:
+    """'warm' when every reference came from the cache, 'cold' when none did, else 'mixed', 'off' or 'none'."""
+    used = counts["hit"] + counts["miss"] + counts["rebuilt"]
+    return ("off" if counts["off"] and not used else "warm" if used and counts["hit"] == used
+            else "cold" if used and not counts["hit"] else "mixed" if used else "none")
 
 
 def write_json(path: str, document: dict) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from kcontract import __version__
+from kcontract.contract.paths import resolve_source
 from kcontract.identity import file_sha256
 from kcontract.provenance import checker, git_state, run_sources
 from kcontract.receipts import KIND
-from kcontract.contract.paths import resolve_source
 
 
 def uses_gpu(loaded) -> bool:
@@ -41,15 +41,17 @@ def environment(gpu: bool, toolchain: dict | None = None) -> dict:
 
 
 def build_receipt(loaded, document: dict, seed: int, wall_s: float, extra: dict | None = None,
-                  gpu: bool | None = None) -> dict:
-    """The receipt: the run document plus provenance (sources, checker, git) and environment."""
+                  gpu: bool | None = None, shard: dict | None = None) -> dict:
+    """The receipt: the run document plus provenance (sources, checker, git) and environment; a shard's receipt
+    covers part of the contract (`shard`: its I/N, the split and the names it ran) until merged."""
     base = Path(loaded.path).resolve().parent
     gpu = uses_gpu(loaded) if gpu is None else gpu
     return {
         "kind": KIND,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "contract": Path(loaded.path).resolve().relative_to(base).as_posix(),
-        "covers": {"entries": len(loaded.entries), "controls": len(loaded.controls), "partial": False},
+        "covers": {"entries": len(loaded.entries), "controls": len(loaded.controls), "partial": bool(shard),
+                   **(shard or {})},
         "device": "gpu" if gpu else "cpu",
         "seed": seed,
         "wall_s": round(wall_s, 2),
@@ -79,14 +81,27 @@ def carried_mutation(loaded, previous: dict) -> dict:
     return kept
 
 
+def _sharding(receipt: dict) -> list[str]:
+    """A line saying the receipt is one shard (partial) or merged from shards, with each shard's seconds."""
+    covers = receipt.get("covers") or {}
+    if covers.get("shard"):
+        return ["", (f"Shard {covers['shard']} of the contract only: merge every shard's receipt with "
+                     f"`kcontract receipt merge`.")]
+    shards = receipt.get("shards") or []
+    if not shards:
+        return []
+    return ["", f"Merged from {len(shards)} shards (wall s: "
+                + ", ".join(f"{s.get('shard')} {s.get('wall_s')}" for s in shards) + ")."]
+
+
 def receipt_markdown(receipt: dict) -> str:
     """The receipt as the markdown a pull request wants."""
     env = receipt.get("environment", {})
     git = receipt.get("git") or {}
     commit = f"{str(git.get('commit'))[:12]}{' (dirty tree)' if git.get('dirty') else ''}"
-    lines = [f"**kcontract receipt** ({receipt.get('created', '?')}, contract `{receipt.get('contract')}` at "
-             f"{commit}, seed {receipt.get('seed')}, {receipt.get('device', '?')}, {receipt.get('wall_s', '?')} s)",
-             "", "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), "",
+    lines = [(f"**kcontract receipt** ({receipt.get('created', '?')}, contract `{receipt.get('contract')}` at "
+              f"{commit}, seed {receipt.get('seed')}, {receipt.get('device', '?')}, {receipt.get('wall_s', '?')} s)"),
+             "", "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), *_sharding(receipt), "",
              "| entry | gate | verdict | checked | decided | bit-equal | within | failures | s |",
              "|---|---|---|---|---|---|---|---|---|"]
     for entry in receipt.get("entries", []):
@@ -119,9 +134,9 @@ def receipt_markdown(receipt: dict) -> str:
         ceiling = receipt.get("bench_ceiling", {})
         mma = (f"; bf16 mma.sync ceiling {ceiling['mma_tflops']:.0f} TFLOP/s (compute-bound rows: useful and issued "
                f"tensor work against it)" if ceiling.get("mma_tflops") else "")
-        lines += ["", f"Speed (GPU microseconds, median of CUDA-event timings with L2 flushed; read ceiling "
-                      f"{ceiling.get('read_gbps', 0):.0f} GB/s, device-to-device copy {ceiling.get('copy_gbps', 0):.0f}"
-                      f" GB/s counted both ways{mma}):", "",
+        lines += ["", (f"Speed (GPU microseconds, median of CUDA-event timings with L2 flushed; read ceiling "
+                       f"{ceiling.get('read_gbps', 0):.0f} GB/s, device-to-device copy "
+                       f"{ceiling.get('copy_gbps', 0):.0f} GB/s counted both ways{mma}):"), "",
                   "| call | size | us | graph us | GB/s | of ceiling | TFLOP/s | peer | peer us | peer TFLOP/s |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for r in bench:

@@ -59,14 +59,14 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache
         return gates
 
     tasks = [Task("entry", e.name, e.name, contract_path, [gate], seed, sel.case, e.timeout, cache,
-                  sel.strict_records) for e in sorted(entries, key=lambda e: -_weight(e)) for gate in gates_for(e.name)]
+                  sel.strict_records) for e in sorted(entries, key=lambda e: -weight(e)) for gate in gates_for(e.name)]
     tasks += [Task("control", c.name, c.entry, contract_path, gates_for(c.entry, c.gate), seed, sel.case,
                    c.timeout or loaded.entry(c.entry).timeout, cache, sel.strict_records) for c in controls]
     _refuse_empty(loaded, tasks, sel, [e.name for e in entries] + [c.entry for c in controls])
     return [t for t in tasks if t.gates]
 
 
-def _weight(entry) -> int:
+def weight(entry) -> int:
     """How heavy an entry's gates are: the host bytes of its largest case."""
     family = entry.family
     return max((family.case_bytes(c) for c in main_cases(family)), default=0)

@@ -25,6 +25,14 @@ ABI = ("x", "out", "length")  # x: bf16 bits [rows, length]; out: [rows] in the 
 FILLERS = 5  # other rows mixed into the variants suite's batches
 STRESS_ROWS, EXACT_ROWS = 6, 6
 STRESS_LENGTH = 1024  # the shortest row the stress suite draws
+TEMPLATE = """\
+# the output's format: fp32 or bf16
+out: fp32
+# each case: `rows` rows of `length` bf16 values; gate 3 runs the cases of at least 1024 values
+cases:
+  - {name: short, length: 300, rows: 8}
+  - {name: long, length: 4096, rows: 4}
+"""
 
 
 class Case(Strict):
@@ -50,6 +58,10 @@ class RowSum(Family):
     suites = frozenset(Suite)
     abi = ABI
     spec: RowSumSpec
+
+    @classmethod
+    def template(cls) -> str:
+        return TEMPLATE
 
     def cases(self, suite: Suite) -> list[str]:
         if suite in (Suite.REALISTIC, Suite.VARIANTS):

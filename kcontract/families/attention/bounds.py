@@ -44,7 +44,7 @@ def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: 
     bf16 bit patterns (uint16).
 
     xp (numpy or cupy, default the reference module: CuPy on a GPU) computes; the result is on the host.
-    exact_scores: the inputs make every score exact in any order (mirror C), so E_j = 0.
+    exact_scores: the inputs make every score exact in any order (mirror C), so E_j = 0 (unless sqrt(scale) rounds).
     scores: the row's replayed scores [Hq, n] where the caller formed them already (replayed orders only).
     """
     xp = reference_module() if xp is None else xp
@@ -66,7 +66,7 @@ def decode_row_range(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk_of_key: 
     for g in range(hk):
         heads = slice(g * group, (g + 1) * group)
         s, abs_dot = head_scores(q[heads], k[:, g, :], scale, arith, scores, heads)
-        exact = exact_scores or arith.replays_scores
+        exact = (exact_scores and arith.keeps_integer_scores) or arith.replays_scores
         err = xp.zeros_like(s) if exact else score_error(s, abs_dot, scale, d, arith)
         err_max = max(err_max, float(err.max()))
         frames = chunk_frames(s, err, starts)
@@ -152,8 +152,13 @@ def _group_range(num: WeightSystem, den: WeightSystem, vg: np.ndarray, starts, a
     ops = (2 + arith.rescales_per_key) * n + 2 * n_chunks + 4
     r2 = (xp.where(ok, e_o / safe, xp.inf) + (ao + r1) * g_l) / (1 - g_l)  # fp32 sums
     r2 += 2 * ops * FTZ * (1 + ao + r1)  # flushed or subnormal sum terms, over L >= 1/2
-    r3 = float(gamma(DIV_ROUNDINGS[arith.div], U32)) * (ao + r1 + r2) + FTZ  # the division
+    g_div = float(gamma(DIV_ROUNDINGS[arith.div], U32))
     avg_abs = xp.where(ok, lin["hi_abs"] / safe, xp.inf)
+    if arith.normalise == "per_key":  # p_j / l rounds per key; each p may flush: n flushed products at most
+        r2 *= 1 + g_div
+        r3 = g_div * avg_abs / (1 - g_l) + n * FTZ * _column_max(vg)
+    else:
+        r3 = g_div * (ao + r1 + r2) + FTZ  # the division
     radius = (r1 + r2 + r3) * (1 + SLACK) + SLACK * (ao + avg_abs)
     radius = xp.where(lin["hi_abs"] > 0, radius, 0.0)  # an all-zero v column gives exactly 0 in any order
     return o, xp.where(xp.isnan(radius), xp.inf, radius)
@@ -173,13 +178,23 @@ def _numerator_rounding(lin: dict, ch: dict, arith: Arithmetic, max_chunk: int, 
     p = lin["hi_abs"]
     s_n = ch["chunk_abs"] + drift  # >= sum_c |N_c| with the kernel's weights
     abs_n = xp.abs(lin["numer"]) + drift
-    if arith.pv == "mma_bf16":  # exact products, k-step cuts and truncations (mma_bounds)
-        chunk_sums = kstep_sum_error(max_chunk, arith.chunk, pv_parts(arith.prob_round)) / U32 * p
+    if arith.pv == "mma_bf16":  # exact products, k-step cuts and truncations (mma_bounds), rescaled accumulators
+        chunk_sums = (kstep_sum_error(max_chunk, arith.chunk, pv_parts(arith.prob_round)) / U32
+                      + arith.rescales_per_key) * p
     else:
         in_chunk = max_chunk - 1 + arith.rescales_per_key
         chunk_sums = p + in_chunk * 0.5 * (p + s_n)
     phi = chunk_sums + s_n + (n_chunks - 1) * 0.5 * (s_n + abs_n)
     return U32 * phi / (1 - (k_o + 1) * U32) ** 2
+
+
+def _column_max(vg: np.ndarray) -> np.ndarray:
+    """[D]: max_j |v_j| per column, a block of keys at a time."""
+    xp = array_module(vg)
+    top = xp.zeros(vg.shape[-1])
+    for b0 in range(0, vg.shape[0], BLOCK):
+        top = xp.maximum(top, xp.abs(as_float64(vg[b0:b0 + BLOCK])).max(0))
+    return top
 
 
 def _blocks(starts: np.ndarray, n: int):

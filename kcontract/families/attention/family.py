@@ -23,6 +23,21 @@ from kcontract.seeding import stream
 
 FILLERS = 12  # distinct other rows mixed into gate 2's batches
 BF16 = 2  # bytes of one cache value
+TEMPLATE = """\
+# query head h reads key head h // (q_heads // kv_heads); the scale defaults to 1/sqrt(head_dim)
+shape: {head_dim: 128, q_heads: 8, kv_heads: 2}
+# the declared arithmetic the ranges allow for: keys per chunk (at absolute positions), the exp and division
+# used, where p is rounded (none, bf16) and the output format (docs/kernel-contract.md 2)
+arithmetic: {chunk: 256, exp: expf, prob_round: none, div: ieee, out: bf16}
+# gate 3: rows over this many chunks whose maxima lie up to gap_nats apart
+stress: {chunks: 24, gap_nats: 40.0}
+# each case: query rows (positions) over one cache layout, each row in its own cache slot; a cache is
+# {kind: linear, length: N} or {kind: ring, window: W, ring: R} (a sliding window over a ring of R >= W rows)
+cases:
+  - name: linear_2048
+    cache: {kind: linear, length: 2048}
+    rows: [2047, 1000, 256, 255, 0]
+"""
 
 
 class AttentionDecode(WindowAttention):
@@ -32,6 +47,10 @@ class AttentionDecode(WindowAttention):
     Spec = DecodeSpec
     abi = ABI
     spec: DecodeSpec
+
+    @classmethod
+    def template(cls) -> str:
+        return TEMPLATE
 
     def bench_calls(self, sizes: dict[str, tuple[int, ...]]) -> list:
         from kcontract.families.attention.bench import decode_call

@@ -87,10 +87,11 @@ def chunk_pattern_on_set(cid: np.ndarray, kh: int) -> np.ndarray:
     return np.array(sorted(on))
 
 
-def mirror_sums(row: RowData, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
-    """Exact numerator [Hq, D] and denominator [Hq, 1] of a mirror row (weights are 0 or 1)."""
+def mirror_sums(row: RowData, shape: Shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact numerator [Hq, D], denominator [Hq, 1] and sum of |v| [Hq, D] of a mirror row (weights 0 or 1)."""
     q, k, v = row.floats()
     num = np.zeros((shape.q_heads, shape.head_dim))
+    mag = np.zeros_like(num)
     den = np.zeros((shape.q_heads, 1))
     for h in range(shape.q_heads):
         kh = h // shape.group
@@ -99,8 +100,9 @@ def mirror_sums(row: RowData, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
         if not (sums_exact(v[on, kh], axis=0).all() and sums_exact(on)):  # every partial sum, in any order
             raise ValueError("mirror sums leave fp32's exact integers: lower mirror.max_keys")
         num[h] = v[on, kh].sum(axis=0)
+        mag[h] = np.abs(v[on, kh]).sum(axis=0)
         den[h] = on.sum()
-    return num, den
+    return num, den, mag
 
 
 def bf16_accumulation_miss(row: RowData, shape: Shape, arith: Arithmetic, expected: np.ndarray) -> float:

@@ -52,7 +52,8 @@ def partial_ranges(q, k, v, chunk_of_key, scale: float, arith: Arithmetic, exact
         replay = arith.replays_scores
         heads = slice(g * group, (g + 1) * group)
         s, abs_dot = head_scores(q[heads], k[:, g, :], scale, arith, scores, heads)
-        err = xp.zeros_like(s) if exact_scores or replay else score_error(s, abs_dot, scale, d, arith)
+        exact = exact_scores and arith.keeps_integer_scores
+        err = xp.zeros_like(s) if exact or replay else score_error(s, abs_dot, scale, d, arith)
         frames = chunk_frames(s, err, starts)
         p_lo, p_hi, p_ref = _p_bounds(s, err, frames, chunk, arith)
         parts["m"].append(_m_range(frames, arith))

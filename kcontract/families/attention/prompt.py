@@ -33,6 +33,26 @@ FUSED_THREADS = 128  # a warpgroup: the fused block's threads per 128 output dim
 FILLER_ROWS = 24  # rows of gate 2's filler sequence
 MIRROR_ROWS = 48  # rows of a mirror chunk
 P_BF16 = {"none": 0, "bf16": 1}  # the kernel template's p rounding per declared prob_round (others: no instance)
+TEMPLATE = """\
+# split: a partials launch per chunk, then a merge launch; fused: one launch that merges online (then declare
+# arithmetic sum_order: online_mma and partials: hidden, docs/kernel-contract.md 7)
+abi: split
+# query head h reads key head h // (q_heads // kv_heads); the scale defaults to 1/sqrt(head_dim)
+shape: {head_dim: 128, q_heads: 8, kv_heads: 2}
+# the declared arithmetic the ranges allow for: keys per chunk (at absolute positions), the exp and division
+# used, where p is rounded (none, bf16) and the output format (docs/kernel-contract.md 2)
+arithmetic: {chunk: 256, exp: expf, prob_round: none, div: ieee, out: bf16}
+# gate 3: chunks of rows whose chunk maxima lie up to gap_nats apart
+stress: {chunks: 24, gap_nats: 40.0}
+# each case: sequences of consecutive rows (causal; rows inside an image span [first, last] see the whole span)
+# over one cache layout: {kind: linear, length: N} or {kind: ring, window: W, ring: R}
+cases:
+  - name: linear_1024
+    cache: {kind: linear, length: 1024}
+    sequences:
+      - {start: 1000, rows: 24, images: [[1005, 1012]]}
+      - {start: 0, rows: 8}
+"""
 
 
 class AttentionPrompt(WindowAttention):
@@ -44,6 +64,10 @@ class AttentionPrompt(WindowAttention):
     Spec = PromptSpec
     abi = ABI
     spec: PromptSpec
+
+    @classmethod
+    def template(cls) -> str:
+        return TEMPLATE
 
     @property
     def fused(self) -> bool:

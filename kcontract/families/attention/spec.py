@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from kcontract.contract.model import Strict
 
@@ -30,10 +30,18 @@ class Shape(Strict):
         return self.q_heads // self.kv_heads
 
 
+ROW_CHUNK = 2**30  # a chunk no row of the ABI's int32 positions crosses: the whole row is one chunk
+
+
 class Arithmetic(Strict):
     """The kernel's declared arithmetic: what the rigorous range allows for."""
 
-    chunk: int = Field(default=256, gt=0)  # keys per partial, at absolute positions
+    chunk: int = Field(default=256, gt=0)  # keys per partial, at absolute positions; `row`: no split
+    # after_sum: o = (sum p v) / l, one division per output; per_key: softmax first, each p / l rounded (the
+    # division kind `div`), then o = sum (p / l) v with no division after (torch's unfused math attention)
+    normalise: Literal["after_sum", "per_key"] = "after_sum"
+    # score: scale * (q . k) or a prescaled q; sqrt_split: q and k each times fp32(sqrt(scale)) before the dot
+    score_scale: Literal["score", "sqrt_split"] = "score"
     score: Literal["fp32", "mma_bf16"] = "fp32"  # IEEE fp32 dot products, or tensor-core bf16 k-steps of 16
     # replay: the decode kernel's k-step grouping of head dims, replayed bit for bit; replay_natural: dims
     # 16 s .. 16 s + 15 in step s = 0 .. D/16 - 1 (tensorcore.kstep_dims)
@@ -49,6 +57,17 @@ class Arithmetic(Strict):
     out: Literal["bf16", "fp16", "fp32"] = "bf16"
     partials: Literal["checked", "hidden"] = "checked"  # part_m/l/o checked at fp32 resolution, or not written
     merge_chains: int = Field(default=1, ge=1, le=8)  # the online merge's chains: chunk c in chain c % n (docs 8.1)
+
+    @field_validator("chunk", mode="before")
+    @classmethod
+    def _row(cls, value):
+        """`chunk: row`: the whole row is one chunk (a kernel that does not split rows)."""
+        return ROW_CHUNK if value == "row" else value
+
+    @property
+    def keeps_integer_scores(self) -> bool:
+        """Whether integer q and k at a scale exact in fp32 give exact scores (not when sqrt(scale) rounds)."""
+        return self.score_scale != "sqrt_split"
 
     @property
     def replays_scores(self) -> bool:
@@ -79,9 +98,13 @@ class Arithmetic(Strict):
         if self.sum_order != "any" and self.pv != need:
             where = "on tensor cores" if need == "mma_bf16" else "in fp32"
             raise ValueError(f"sum_order: {self.sum_order} sums p times V {where}: it needs pv: {need}")
-        if self.pv == "mma_bf16" and (self.rescales_per_key or self.chunk % 16):
+        if self.pv == "mma_bf16" and self.chunk % 16:
             raise ValueError("pv: mma_bf16 sums a chunk in k-steps of 16 keys: it needs a chunk that is a multiple "
-                             "of 16 and no online rescale inside the chunk (rescales_per_key: 0)")
+                             f"of 16, given: chunk: {self.chunk}")
+        self._per_key()
+        if self.score_scale == "sqrt_split" and self.score != "fp32":
+            raise ValueError("score_scale: sqrt_split rounds q and k to fp32 before an fp32 dot product: it needs "
+                             f"score: fp32, given: score: {self.score}")
         if self.sum_order != "any" and not plain:
             raise ValueError(f"sum_order: {self.sum_order} replays a kernel's own order: it needs score_order: "
                              f"{scores}, exp: expf, prob_round: {' or '.join(rounds)}, div: ieee, out: bf16, "
@@ -93,6 +116,22 @@ class Arithmetic(Strict):
             raise ValueError(f"merge_chains: {self.merge_chains} splits an online merge into chains: it needs "
                              f"sum_order: online_mma, given: sum_order: {self.sum_order}")
         return self
+
+    def _per_key(self) -> None:
+        """normalise: per_key is a softmax over the whole row, then p / l per key, then P.V in fp32."""
+        if self.normalise != "per_key":
+            return
+        if "chunk" not in self.model_fields_set:
+            self.chunk = ROW_CHUNK
+        missing = [text for bad, text in (
+            (self.chunk != ROW_CHUNK, f"the whole row as one chunk (chunk: row), given: chunk: {self.chunk}"),
+            (self.sum_order != "any", f"sum_order: any, given: {self.sum_order}"),
+            (self.pv != "fp32", f"pv: fp32 (tensor-core P.V of normalised p is not modelled), given: pv: {self.pv}"),
+            (self.prob_round != "none", f"prob_round: none, given: {self.prob_round}"),
+            (self.rescales_per_key != 0, f"no online rescales, given: rescales_per_key: {self.rescales_per_key}"),
+            (self.partials != "hidden", "partials: hidden (it writes no partials)")) if bad]
+        if missing:
+            raise ValueError("normalise: per_key softmaxes the whole row before P.V: it needs " + "; ".join(missing))
 
 
 class Values(Strict):

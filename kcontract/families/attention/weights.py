@@ -20,6 +20,7 @@ from kcontract.numerics.mma_bounds import chained_dot_error
 from kcontract.numerics.xp import array_module, segment_reduce
 
 SCORE_ROUNDINGS = {"expf": 2, "__expf": 2, "exp2f": 4, "ex2.approx": 4}  # beyond the D of the dot product
+SCALE_ROUNDINGS = {"score": 2, "sqrt_split": 5}  # relative roundings of a product's scaling (docstring above)
 ARG_U = 4.0  # roundings on exp arguments (subtract, log2e scaling), in u per unit |x|
 FRAME_U = 2.0  # a chunk max rescaled into log2 units for p but not for f: u per unit |m_c|
 F64 = 2.0**-40  # relative slack for one float64-evaluated quantity
@@ -56,8 +57,9 @@ def score_error(s: np.ndarray, abs_dot: np.ndarray, scale: float, head_dim: int,
     Products of bf16 values are exact in fp32, so every partial sum is bounded by the larger of the
     positive and the negative product sums, B = (sum |q_i k_i| + |q.k|) / 2: IEEE additions, scale and
     log2e roundings cost gamma_{D+k} B; a prescaled q (rounded q_i * scale, then rounded products)
-    costs gamma_2 sum |q_i k_i| more. Tensor-core k-step chains cost mma_bounds.chained_dot_error(D) B
-    (each k-step cuts its terms below the largest and truncates its result).
+    costs gamma_2 sum |q_i k_i| more; q and k each times a rounded sqrt(scale) (sqrt_split) cost gamma_5 and a
+    rounding per product. Tensor-core k-step chains cost mma_bounds.chained_dot_error(D) B (each k-step cuts its
+    terms below the largest and truncates its result).
     """
     xp = array_module(s)
     a = abs(scale) * abs_dot
@@ -67,7 +69,10 @@ def score_error(s: np.ndarray, abs_dot: np.ndarray, scale: float, head_dim: int,
         dot = chained_dot_error(head_dim) * b  # |partial sums| <= B + the error so far, for every step
     else:
         dot = float(gamma(head_dim + SCORE_ROUNDINGS[arith.exp], U32)) * b
-    err = dot + extra * b * (1 + 2 * U32) + (float(gamma(2, U32)) + 4 * F64) * a
+    scaling = SCALE_ROUNDINGS[arith.score_scale]
+    if arith.score_scale == "sqrt_split":  # fp32 q and k: every product rounds too
+        dot = float(gamma(head_dim + 1 + SCORE_ROUNDINGS[arith.exp], U32) * (1 + gamma(scaling, U32))) * b
+    err = dot + extra * b * (1 + 2 * U32) + (float(gamma(scaling, U32)) + 4 * F64) * a
     return err + xp.where(abs_dot > 0, (head_dim + 2) * FTZ * (abs(scale) + 1.0), 0.0)
 
 
