@@ -49,6 +49,8 @@ def test_an_unsupported_head_dim_is_refused_by_name(tmp_path):
 def test_every_symbol_is_filled_from_the_shape():
     loaded = load_contract(str(CONTRACT))
     for entry in loaded.entries:
+        if not entry.family.name.startswith("attention."):  # a family whose symbols name no shape
+            continue
         shape, symbols = entry.family.spec.shape, entry.kernel.cuda.symbols
         head = f"<{shape.head_dim}, {shape.q_heads // shape.kv_heads}"
         if entry.family.name == "attention.prompt":  # partials<D, G, PB> or attend<D, G, PB>: PB 1 for bf16 P

@@ -15,8 +15,8 @@ def softmax_rows(s: np.ndarray, blocks: int = 1, p_round=None) -> np.ndarray:
     over l (then `p_round`)."""
     e = np.exp((s - s.max(axis=1, keepdims=True)).astype(np.float64)).astype(np.float32)
     pieces = np.array_split(e, blocks, axis=1)
-    l = sum(piece.sum(axis=1, keepdims=True, dtype=np.float32) for piece in pieces).astype(np.float32)
-    p = e / l
+    total = sum(piece.sum(axis=1, keepdims=True, dtype=np.float32) for piece in pieces).astype(np.float32)
+    p = e / total
     return p if p_round is None else p_round(p)
 
 
