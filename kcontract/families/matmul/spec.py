@@ -1,0 +1,43 @@
+"""The matmul family's YAML fields: the declared accumulation, the output format and the cases."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from kcontract.contract.model import Strict
+
+MAX_K = 1 << 16  # every exact-sum row stays below 2^24 at this depth
+
+
+class Arithmetic(Strict):
+    """What the range allows for: fp32 sums in any order, or tensor-core k-steps chained per split, the splits of
+    K (fixed, never chosen from M) added in fp32."""
+
+    accumulate: Literal["fp32", "mma_bf16"] = "fp32"
+    split_k: int = Field(default=1, ge=1, le=64)  # contiguous pieces of K summed apart, then added in fp32
+    out: Literal["bf16", "fp32"] = "bf16"
+
+
+class Case(Strict):
+    """One shape: M token rows, K the reduction, N the outputs per row."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    m: int = Field(gt=0, le=16384)
+    k: int = Field(gt=0, le=MAX_K)
+    n: int = Field(gt=0, le=65536)
+
+
+class MatmulSpec(Strict):
+    """The entry's fields beside the generic ones."""
+
+    arithmetic: Arithmetic = Arithmetic()
+    cases: list[Case] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _splits_fit(self) -> "MatmulSpec":
+        for case in self.cases:
+            if case.k < self.arithmetic.split_k:
+                raise ValueError(f"case {case.name}: K {case.k} below split_k {self.arithmetic.split_k}")
+        return self

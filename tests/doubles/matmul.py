@@ -1,0 +1,64 @@
+"""A numpy fp32 matmul on the matmul ABI: out = a b^T, each 256-wide piece of K summed pairwise in fp32 (numpy's
+sum, whose order depends on the piece's length alone: BLAS picks its blocking by the shape, so a row's bits
+would follow M), the pieces added in order, then the output format."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcontract.numerics import bf16_from_f32_bits
+
+from .decode import f32_of_bf16
+
+PIECE = 256  # keys of K per fp32 partial product
+
+
+def product(a, b, pieces: int | None = None, acc=None, keep: int | None = None, order=None) -> np.ndarray:
+    """fp32 a b^T over `pieces` contiguous pieces of K (default one per PIECE), added in `order`, each partial
+    rounded by `acc`, K cut at `keep`."""
+    af, bf = f32_of_bf16(a), f32_of_bf16(b)
+    k = af.shape[1] if keep is None else keep
+    count = pieces or -(-k // PIECE)
+    bounds = np.linspace(0, k, count + 1).astype(int)
+    parts = [piece_sums(af[:, lo:hi], bf[:, lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    total = np.zeros((af.shape[0], bf.shape[0]), np.float32)
+    for i in (order(len(parts)) if order else range(len(parts))):
+        total = (total + parts[i]).astype(np.float32)
+        if acc is not None:
+            total = acc(total)
+    return total
+
+
+def piece_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[M, N] fp32: each row's exact products with each weight row, summed pairwise along K, a row at a time."""
+    return np.stack([(row[None, :] * b).sum(axis=1, dtype=np.float32) for row in a]).reshape(len(a), len(b))
+
+
+def write(out, value: np.ndarray) -> None:
+    """The fp32 result in the output's format (bf16 bits, RN-even, or fp32)."""
+    out[...] = bf16_from_f32_bits(value) if out.dtype == np.uint16 else value
+
+
+def matmul(a, b, out, *, m, n, k):
+    """The correct double."""
+    write(out, product(a, b))
+
+
+def split_from_rows(a, b, out, *, m, n, k):
+    """Control: split-K chosen from M (more pieces for fewer rows), the canonical batch-variance fault."""
+    write(out, product(a, b, pieces=max(1, 64 // len(a))))
+
+
+def merge_by_row_count(a, b, out, *, m, n, k):
+    """Control: the pieces added in an order that follows M, as an atomic merge's arrival order does."""
+    write(out, product(a, b, order=lambda p: range(p) if len(a) % 2 else reversed(range(p))))
+
+
+def k_tail_dropped(a, b, out, *, m, n, k):
+    """Control: the last partial piece of K (past the last whole 256) never read."""
+    write(out, product(a, b, keep=int(k) // PIECE * PIECE or int(k)))
+
+
+def bf16_accumulator(a, b, out, *, m, n, k):
+    """Control: the running sum of the pieces kept in bf16."""
+    write(out, product(a, b, acc=lambda t: f32_of_bf16(bf16_from_f32_bits(t))))
