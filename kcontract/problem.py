@@ -46,12 +46,24 @@ def smem_on(dynamic_smem: int | dict[str, int], sm: str) -> int:
 
 
 @dataclass(frozen=True)
+class TensorMap:
+    """A tensor map (TMA descriptor) of a 2D input, encoded by the CUDA launcher once the input is on the device and
+    passed by value: the box one copy moves, in elements (innermost first), and the shared-memory swizzle."""
+
+    input: str  # the input it maps, a C-contiguous [rows, inner] buffer
+    box: tuple[int, int]  # (inner, rows) elements per copy
+    fmt: str = "bf16"  # the elements' format: "bf16", "fp16" or "fp32"
+    swizzle: int = 128  # bytes: 0 (none), 32, 64 or 128
+
+
+@dataclass(frozen=True)
 class KernelLaunch:
     """One kernel launch of a call: which symbol role, its grid, and its arguments in parameter order."""
 
     role: str  # the kernel reference's symbol role, e.g. "partials"
     grid: tuple[int, int, int]
-    args: tuple[str, ...]  # names of inputs, outputs and scalars, in the kernel's parameter order
+    args: tuple[str, ...]  # names of inputs, outputs, scalars and tensor maps, in the kernel's parameter order
+    tensor_maps: dict[str, TensorMap] = field(default_factory=dict)  # args that are tensor maps of inputs
 
 
 @dataclass

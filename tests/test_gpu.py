@@ -96,7 +96,7 @@ def test_gpu_and_numpy_references_agree_on_every_family():
                   if i == 0 or sum(size[x.name] for x in entries[:i + 1]) <= REFERENCE_BUDGET]
         for entry in picked:
             family = entry.family
-            family.exports = family_exports(loaded, entry.kernel.cuda, family.exports_needed())
+            family.exports = family_exports(loaded, entry.kernel.cuda, family)
             for suite in (Suite.REALISTIC, Suite.STRESS):
                 for case in family.cases(suite)[-1:]:
                     checked = family.checks(suite, case)[0]

@@ -152,7 +152,7 @@ def test_a_declaring_entry_gets_replayed_ranges_for_its_output_and_partials():
     assert entry.family.spec.arithmetic.sum_order == "split_lanes"
     with pytest.raises(ValueError, match="its kernel must export them"):
         entry.family.checks(Suite.REALISTIC, entry.family.cases(Suite.REALISTIC)[0])[0].compute_reference()
-    entry.family.exports = family_exports(loaded, entry.kernel.cuda, entry.family.exports_needed())
+    entry.family.exports = family_exports(loaded, entry.kernel.cuda, entry.family)
     assert entry.family.exports == split_counts(128, 4)
     checked = entry.family.checks(Suite.REALISTIC, entry.family.cases(Suite.REALISTIC)[0])[0]
     expected = {e.output: e for e in checked.compute_reference().expected}

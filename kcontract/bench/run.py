@@ -7,6 +7,7 @@ from typing import Callable
 from kcontract.bench.call import materialise
 from kcontract.bench.ceiling import mma_ceiling, read_ceiling
 from kcontract.bench.timing import Timer
+from kcontract.toolchain.exports import family_exports
 
 MAX_COPIES = 32  # buffer sets a graph rotates through, so that small calls read DRAM, not L2
 
@@ -28,6 +29,7 @@ def bench_entries(loaded, entries, sizes: dict[str, tuple[int, ...]], repeat: in
     out = []
     for entry in entries:
         launcher = CudaLauncher(loaded, entry, entry.kernel)
+        entry.family.exports = family_exports(loaded, entry.kernel.cuda, entry.family)
         wanted = {**type(entry.family).bench_sizes, **{k: v for k, v in sizes.items()
                                                        if k in type(entry.family).bench_sizes}}
         for call in entry.family.bench_calls(wanted):

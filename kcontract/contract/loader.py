@@ -139,6 +139,10 @@ def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str,
         if missing:
             problems.add(base + ["kernel"], f"a CUDA kernel whose `exports` give {', '.join(missing)}: the entry's "
                          f"declared arithmetic reads them from its kernel")
+        unlaunchable = [n for n in family.launch_exports() if kernel.cuda is not None and n not in kernel.cuda.exports]
+        if unlaunchable:
+            problems.add(base + ["kernel"], f"`exports` that give {', '.join(unlaunchable)}: family {entry.family} "
+                         f"launches its CUDA kernels by them")
         gates = gates_of[entry.name] = _gates(problems, entry, cls, kernel, base)
         _check_cases(problems, family, kernel, base, memory)
         entries.append(LoadedEntry(entry.name, entry.family, family, kernel, gates, entry.timeout,

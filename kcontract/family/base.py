@@ -77,6 +77,11 @@ class Family(ABC):
         """Names of constants the entry's kernel must export (contract `exports`) for this family to check it."""
         return ()
 
+    def launch_exports(self) -> tuple[str, ...]:
+        """Names of constants a CUDA kernel of the entry must export to be launched (tile sizes its grid and tensor
+        maps are counted in); Python kernels need none."""
+        return ()
+
     def template_args(self) -> dict[str, int]:
         """Values a CUDA kernel reference's symbols may name as {placeholders}, e.g. {"dim": 512}."""
         return {}

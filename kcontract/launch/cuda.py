@@ -90,6 +90,7 @@ class CudaLauncher:
             if smem > OPT_IN:
                 self.functions[role].max_dynamic_shared_size_bytes = smem
         self.streams = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True))
+        self.maps: dict[tuple, object] = {}  # encoded tensor maps by buffer address, shape and map
 
     def provenance(self) -> dict:
         """Which cubin ran: source, SM, the toolchain that built it and the cubin's sha256."""
@@ -146,18 +147,33 @@ class CudaLauncher:
     def launch_steps(self, launches: tuple[KernelLaunch, ...], values: dict, stream, label: str = "") -> None:
         """Launch each step on `stream` with its arguments (device buffers and scalars) in parameter order."""
         for step in launches:
-            missing = [name for name in step.args if name not in values]
+            missing = [name for name in step.args if name not in values and name not in step.tensor_maps]
             if missing:
                 raise KernelFailure(f"call {label}: launch {step.role} names {', '.join(missing)}, which the "
                                     f"problem does not hold")
             shape = self.shapes[step.role]
-            self.functions[step.role](step.grid, (shape.threads, 1, 1), tuple(values[name] for name in step.args),
-                                      shared_mem=self.smem[step.role], stream=stream)
+            args = tuple(self.tensor_map(values, step.tensor_maps[name], label) if name in step.tensor_maps
+                         else values[name] for name in step.args)
+            self.functions[step.role](step.grid, (shape.threads, 1, 1), args, shared_mem=self.smem[step.role],
+                                      stream=stream)
+
+    def tensor_map(self, values: dict, spec, label: str):
+        """The encoded tensor map of one of the call's device buffers (encoded once per buffer and map)."""
+        from kcontract.launch.tensormap import encode
+
+        if spec.input not in values:
+            raise KernelFailure(f"call {label}: a tensor map of {spec.input}, which the problem does not hold")
+        array = values[spec.input]
+        key = (array.data.ptr, tuple(array.shape), spec)
+        if key not in self.maps:
+            self.maps[key] = encode(array, spec, label)
+        return self.maps[key]
 
     def close(self) -> None:
         """Release the device memory this launcher's calls used, so workers sharing a GPU do not run out."""
         for stream in self.streams:
             stream.synchronize()
+        self.maps.clear()
         self.cp.get_default_memory_pool().free_all_blocks()
         self.cp.get_default_pinned_memory_pool().free_all_blocks()
 

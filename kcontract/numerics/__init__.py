@@ -18,6 +18,7 @@ from .functions import DIV_ROUNDINGS, EXP_MARGIN_ULPS, EXP_SLOPE, EXP_ULPS, exp_
 from .mma_bounds import bf16_parts, chained_dot_error, kstep_interval, kstep_sum_error, touched_steps
 from .ranges import exact_quotient_bounds, expected_bounds
 from .rounding import (
+    bf16_bits_of_finite,
     bf16_from_f32_bits,
     from_bits,
     is_representable,
@@ -42,6 +43,7 @@ __all__ = [
     "U_BF16",
     "abs_sum_exact",
     "add32",
+    "bf16_bits_of_finite",
     "bf16_from_f32_bits",
     "bf16_parts",
     "chained_dot_error",

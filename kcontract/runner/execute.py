@@ -68,7 +68,7 @@ def execute(task: Task, report: Callable[[Progress], None] = lambda p: None, fre
         entry = loaded.entry(task.entry)
         kernel = entry.kernel if task.kind == "entry" else loaded.control(task.name).kernel
         family = entry.fresh_family(task.seed)
-        family.exports = family_exports(loaded, entry.kernel.cuda, family.exports_needed())
+        family.exports = family_exports(loaded, entry.kernel.cuda, family)
         family.store = ReferenceCache(reference_root(task.contract_path), enabled=task.cache)
         ctx = GateContext(loaded, entry, family, kernel, task.seed, task.contract_path, task.case,
                           control=task.name if task.kind == "control" else None,

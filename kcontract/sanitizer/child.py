@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
     control = loaded.control(name) if kind == "control" else None
     entry = loaded.entry(control.entry if control else name)
     family = entry.fresh_family(loaded.seed)
-    family.exports = family_exports(loaded, entry.kernel.cuda, family.exports_needed())
+    family.exports = family_exports(loaded, entry.kernel.cuda, family)
     family.store = ReferenceCache(reference_root(contract))
     launcher = launcher_for(control.kernel if control else entry.kernel, loaded, entry)
     try:

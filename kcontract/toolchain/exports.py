@@ -113,9 +113,11 @@ def launch_exports(loaded, entry_kernel, kernel, sms: list[str], built=None) -> 
     return found, errors
 
 
-def family_exports(loaded, kernel, names: tuple[str, ...]) -> dict[str, int]:
-    """The exports a family reads of a CUDA kernel (`names`), from its module for the first target SM this
-    toolchain builds (compiled once, then cached): facts of its arithmetic, the same on every SM."""
+def family_exports(loaded, kernel, family) -> dict[str, int]:
+    """The exports a family reads of an entry's CUDA kernel (those its arithmetic needs and those it launches by),
+    from its module for the first target SM this toolchain builds (compiled once, then cached): facts of its
+    arithmetic and tiling, the same on every SM."""
+    names = family.exports_needed() + family.launch_exports()
     if kernel is None or not names:
         return {}
     from kcontract.toolchain.build import build
