@@ -1,9 +1,9 @@
 // Warpgroup tensor-core helpers (sm_90a): shared-memory matrix descriptors, the wgmma fences, stmatrix, and the
-// bf16 forms a prompt kernel uses: Q K^T with both operands in shared memory (K-major; N = 32 or 64), and p V with
-// p in registers (the mma.sync m16n8k16 A fragment per warp) or in shared memory (K-major) and V in shared memory
-// (MN-major, transposed). All accumulate into fp32 d[N / 2]: thread (warp w of the warpgroup, lane 4 gr + c4)
-// holds rows 16 w + gr and + 8, columns 8 t + 2 c4 and + 1 of n-tile t as d[4 t .. 4 t + 3] (row gr: + 0, + 1;
-// row gr + 8: + 2, + 3).
+// bf16 forms the prompt and matmul kernels use: A B^T with both operands in shared memory (K-major; N = 32, 64,
+// 128 or 256), and p V with p in registers (the mma.sync m16n8k16 A fragment per warp) or in shared memory
+// (K-major) and V in shared memory (MN-major, transposed). All accumulate into fp32 d[N / 2]: thread (warp w of
+// the warpgroup, lane 4 gr + c4) holds rows 16 w + gr and + 8, columns 8 t + 2 c4 and + 1 of n-tile t as
+// d[4 t .. 4 t + 3] (row gr: + 0, + 1; row gr + 8: + 2, + 3).
 #pragma once
 
 namespace wg {
@@ -43,9 +43,23 @@ __device__ __forceinline__ void stmatrix_x4(void* row, const unsigned (&r)[4]) {
                       "+f"(d[o + 6]), "+f"(d[o + 7])
 #define WG_ACC16(d) WG_ACC8(d, 0), WG_ACC8(d, 8)
 #define WG_ACC32(d) WG_ACC16(d), WG_ACC8(d, 16), WG_ACC8(d, 24)
+#define WG_ACC32_AT(d, o) WG_ACC8(d, o), WG_ACC8(d, o + 8), WG_ACC8(d, o + 16), WG_ACC8(d, o + 24)
+#define WG_ACC64(d) WG_ACC32(d), WG_ACC32_AT(d, 32)
+#define WG_ACC128(d) WG_ACC64(d), WG_ACC32_AT(d, 64), WG_ACC32_AT(d, 96)
 #define WG_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define WG_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
                   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define WG_REGS64 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, " \
+  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define WG_REGS128 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, " \
+  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, " \
+  "%68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, " \
+  "%90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, " \
+  "%110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
 #define WG_MMA(shape, add) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #add ", 0;\nwgmma.mma_async.sync.aligned." shape \
                           ".f32.bf16.bf16 "
 
@@ -65,6 +79,20 @@ __device__ __forceinline__ void ss_n64(float (&d)[32], unsigned long long a, uns
                : WG_ACC32(d) : "l"(a), "l"(b), "n"(Add ? 1 : 0));
 }
 
+// d += A B: A (64 x 16) and B (16 x 128) from shared memory, both K-major.
+template <bool Add = true>
+__device__ __forceinline__ void ss_n128(float (&d)[64], unsigned long long a, unsigned long long b) {
+  asm volatile(WG_MMA("m64n128k16", 66) WG_REGS64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : WG_ACC64(d) : "l"(a), "l"(b), "n"(Add ? 1 : 0));
+}
+
+// d += A B: A (64 x 16) and B (16 x 256) from shared memory, both K-major.
+template <bool Add = true>
+__device__ __forceinline__ void ss_n256(float (&d)[128], unsigned long long a, unsigned long long b) {
+  asm volatile(WG_MMA("m64n256k16", 130) WG_REGS128 ", %128, %129, p, 1, 1, 0, 0;\n}\n"
+               : WG_ACC128(d) : "l"(a), "l"(b), "n"(Add ? 1 : 0));
+}
+
 // d += A B: A (64 x 16) from shared memory, K-major; B (16 x 64) from shared memory, MN-major (transposed).
 template <bool Add = true>
 __device__ __forceinline__ void ss_n64_tb(float (&d)[32], unsigned long long a, unsigned long long b) {
@@ -80,8 +108,13 @@ __device__ __forceinline__ void rs_n64_tb(float (&d)[32], const unsigned (&a)[4]
 }
 
 #undef WG_MMA
+#undef WG_REGS128
+#undef WG_REGS64
 #undef WG_REGS32
 #undef WG_REGS16
+#undef WG_ACC128
+#undef WG_ACC64
+#undef WG_ACC32_AT
 #undef WG_ACC32
 #undef WG_ACC16
 #undef WG_ACC8

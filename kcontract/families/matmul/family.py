@@ -1,28 +1,35 @@
-"""The matmul family: realistic token rows, their batching variants across M, split-K stress rows whose pieces
-cancel across magnitudes, and integer rows whose every partial sum is exact."""
+"""The matmul family: realistic token rows, their batching variants across M (batches around the kernel's row
+tile), split-K stress rows whose pieces differ in sign and magnitude, and integer rows whose every partial sum is
+exact."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from kcontract.errors import UsageError
 from kcontract.families.matmul.reference import expected
 from kcontract.families.matmul.spec import Case, MatmulSpec
 from kcontract.family.base import Family
-from kcontract.family.batching import batch_variants
+from kcontract.family.batching import BATCH_SIZES, batch_variants
 from kcontract.gatetable import Kind, Suite
-from kcontract.numerics import from_bits, round_to, to_bits
-from kcontract.problem import Checked, InvarianceSet, KernelLaunch, LaunchShape, OutputSpec, Problem, Reference
+from kcontract.numerics import bf16_bits_of_finite, from_bits, round_to, to_bits
+from kcontract.problem import (Checked, InvarianceSet, KernelLaunch, LaunchShape, OutputSpec, Problem, Reference,
+                               TensorMap)
 from kcontract.seeding import stream
 
 ABI = ("a", "b", "out", "m", "n", "k")  # a bf16 [m, k], b bf16 [n, k], out [m, n] in the entry's format
-TILE_M, TILE_N, THREADS = 64, 128, 256  # the launch grid's tile: one block per 64 x 128 outputs
+CUDA_ARGS = ("a_map", "b_map", "out", "m", "n", "k")  # a CUDA kernel takes tensor maps of a and b
+TILES = ("tile_m", "tile_n", "tile_k", "multiple")  # what a CUDA kernel exports: its tile and the K, N multiple
+THREADS = 384  # a producer warpgroup and two consumer warpgroups
 FILLERS = 5  # other rows mixed into the variants suite's batches
 VARIANT_ROWS = 32  # rows of a case that gate 2 runs alone and in batches
 STRESS_ROWS, EXACT_ROWS = 8, 8
+ROW_TILE = 128  # the row tile batches are sized around where the kernel exports none (a Python kernel)
 TEMPLATE = """\
 # the declared accumulation: fp32 sums in any order, or tensor-core k-steps (mma_bf16) chained over each of
-# split_k contiguous pieces of K (fixed, never chosen from M), the pieces added in fp32; out: bf16 or fp32
-arithmetic: {accumulate: fp32, split_k: 1, out: bf16}
+# split_k pieces of K (whole k tiles of k_tile; fixed, never chosen from M), the pieces added in order in fp32;
+# out: bf16 or fp32
+arithmetic: {accumulate: fp32, split_k: 1, k_tile: 64, out: bf16}
 # each case: M token rows times K, against N weight rows of K
 cases:
   - {name: m64_k4096_n4096, m: 64, k: 4096, n: 4096}
@@ -36,39 +43,52 @@ class Matmul(Family):
     Spec = MatmulSpec
     suites = frozenset(Suite)
     abi = ABI
+    bench_sizes = {"rows": (1, 256, 1024, 4096)}
     spec: MatmulSpec
 
     @classmethod
     def template(cls) -> str:
         return TEMPLATE
 
+    def launch_exports(self) -> tuple[str, ...]:
+        return TILES
+
+    def template_args(self) -> dict[str, int]:
+        """{split_k} and {out_bf16} for a CUDA kernel's symbols."""
+        return {"split_k": self.spec.arithmetic.split_k, "out_bf16": int(self.spec.arithmetic.out == "bf16")}
+
     def cases(self, suite: Suite) -> list[str]:
         prefix = {Suite.STRESS: "stress/", Suite.EXACT: "exact/"}.get(suite, "")
         return [prefix + c.name for c in self.spec.cases]
 
     def checks(self, suite: Suite, case: str) -> list[Checked]:
-        inputs = self.memo((suite.value, case), lambda: self._draw(suite, case))
+        inputs = self._inputs(suite, case)
         return [Checked(case, self._problem(case, inputs), lambda: self._reference(inputs))]
 
     def invariance(self, suite: Suite, case: str) -> list[InvarianceSet]:
-        drawn = self.memo((Suite.REALISTIC.value, case), lambda: self._draw(Suite.REALISTIC, case))
-        inputs = {"a": drawn["a"][:VARIANT_ROWS], "b": drawn["b"]}
-        fillers = self.memo(("fillers", case), lambda: self._draw(Suite.REALISTIC, case, FILLERS))
+        inputs = {"a": self._inputs(Suite.REALISTIC, case)["a"][:VARIANT_ROWS], "b": self._weights(case)}
+        fillers = self.memo(("fillers", case), lambda: self._rows(case, "fillers", FILLERS))
 
         def build(kind: str, label: str, members: list[int]) -> Problem:
-            a = np.stack([inputs["a"][m] if m >= 0 else fillers["a"][-1 - m] for m in members])
+            a = np.stack([inputs["a"][m] if m >= 0 else fillers[-1 - m] for m in members])
             return self._problem(f"{case}/{label}", {"a": a, "b": inputs["b"]})
 
         rows = len(inputs["a"])
         return [InvarianceSet(case, self._problem(f"{case}/base", inputs), ("out",),
-                              batch_variants(rows, FILLERS, build), axes=("row",))]
+                              batch_variants(rows, FILLERS, build, self.batch_sizes()), axes=("row",))]
+
+    def batch_sizes(self) -> tuple[int, ...]:
+        """Batches of every size the kernel's row tiling treats differently: a few rows, one tile less one, one
+        tile, one more, and two tiles and one."""
+        tile = self.exports.get("tile_m", ROW_TILE)
+        return tuple(sorted(set(BATCH_SIZES) | {tile - 1, tile, tile + 1, 2 * tile + 1}))
 
     def launch_shapes(self) -> list[LaunchShape]:
         return [LaunchShape("matmul", THREADS)]
 
     def hints(self, kind: Kind) -> tuple[str, ...]:
-        extra = {Kind.RANGES: ("a K tail dropped", "a bf16 or fp16 accumulator", "split-K partials merged without "
-                               "their full fp32 sum"),
+        extra = {Kind.RANGES: ("a K tail dropped", "a bf16 or fp16 accumulator", "split-K pieces merged without "
+                               "their full fp32 sum, or a piece lost"),
                  Kind.INVARIANCE: ("split-K or the tile size chosen from M", "atomics in the split-K merge")}
         return extra.get(kind, ()) + super().hints(kind)
 
@@ -76,40 +96,114 @@ class Matmul(Family):
         c = self._case(case)
         return (c.m * c.k + c.n * c.k) * 10 + c.m * c.n * 8 * 6
 
+    def case_buffer_bytes(self, case: str) -> int:
+        c = self._case(case)
+        return (c.m * c.k + c.n * c.k) * 2 + c.m * c.n * 4
+
+    def bench_calls(self, sizes: dict[str, tuple[int, ...]]) -> list:
+        from kcontract.families.matmul.bench import matmul_call
+
+        shapes = sorted({(c.k, c.n) for c in self.spec.cases})
+        return [matmul_call(rows, k, n, self.spec.arithmetic, self._launch(rows, k, n)) for k, n in shapes
+                for rows in sizes["rows"]]
+
     def _case(self, name: str) -> Case:
         return next(c for c in self.spec.cases if c.name == name.rpartition("/")[2])
 
-    def _draw(self, suite: Suite, case: str, count: int | None = None) -> dict[str, np.ndarray]:
-        """bf16 bit patterns of a [rows, K] and b [N, K], drawn from the seed, the entry and the case."""
+    def _inputs(self, suite: Suite, case: str) -> dict[str, np.ndarray]:
+        """bf16 bit patterns of a [rows, K] and b [N, K] for a range suite: realistic rows against the case's
+        weights, stress rows against them with pairs of pieces negated, or integer rows and weights."""
         c = self._case(case)
-        rng = stream(self.seed, self.entry, case, suite.value, "fillers" if count else "rows")
-        rows = count or {Suite.STRESS: STRESS_ROWS, Suite.EXACT: EXACT_ROWS}.get(suite, c.m)
-        if suite is Suite.EXACT:  # small integers: every product and partial sum exact in fp32, not in bf16
-            a = rng.integers(-16, 17, size=(rows, c.k)).astype(np.float64)
-            b = rng.integers(-16, 17, size=(c.n, c.k)).astype(np.float64)
-            a[:, -1], b[:, -1] = 16, 15  # the last term matters: a dropped K tail shows
-        else:
-            b = rng.standard_normal((c.n, c.k)) / np.sqrt(c.k)
-            a = rng.standard_normal((rows, c.k)) * 10.0 ** rng.uniform(-1, 1, size=(rows, 1))
-            if suite is Suite.STRESS:  # K's halves of opposite sign and 2^12 times the result: pieces cancel
-                half = c.k // 2
-                big = rng.uniform(2e3, 4e3, size=(rows, 1)) * rng.choice([-1, 1], size=(rows, 1))
-                a[:, :half] += big
-                a[:, half:2 * half] += big
-                b[:, half:2 * half] = -b[:, :half]
-        return {"a": bits(a), "b": bits(b)}
+        pieces = [(lo, hi) for lo, hi in self.spec.arithmetic.pieces(c.k) if hi > lo]
+        if suite is Suite.EXACT:
+            return self.memo((suite.value, case), lambda: exact_rows(stream(self.seed, self.entry, case, "exact"),
+                                                                     EXACT_ROWS, c.n, c.k, pieces))
+        if suite is Suite.STRESS:
+            return self.memo((suite.value, case), lambda: stress_rows(self._rows(case, "stress", STRESS_ROWS),
+                                                                      self._weights(case), pieces or halves(c.k),
+                                                                      stream(self.seed, self.entry, case, "shifts")))
+        return {"a": self.memo(("rows", case), lambda: self._rows(case, "rows", c.m)), "b": self._weights(case)}
+
+    def _weights(self, case: str) -> np.ndarray:
+        """The case's weight rows b [N, K] as bf16 bits: fp32 unit normals times RN32(1 / sqrt(K)), then RN-even."""
+        c = self._case(case)
+
+        def draw() -> np.ndarray:
+            rng = stream(self.seed, self.entry, case, "weights")
+            b = rng.standard_normal((c.n, c.k), dtype=np.float32)
+            b *= np.float32(c.k ** -0.5)
+            return bf16_bits_of_finite(b)
+        return self.memo(("weights", case), draw)
+
+    def _rows(self, case: str, what: str, count: int) -> np.ndarray:
+        """Token rows a [count, K] as bf16 bits: fp32 unit normals, each row at its own scale over two decades."""
+        rng = stream(self.seed, self.entry, case, what)
+        scale = (10.0 ** rng.uniform(-1, 1, size=(count, 1))).astype(np.float32)
+        a = rng.standard_normal((count, self._case(case).k), dtype=np.float32)
+        a *= scale
+        return bf16_bits_of_finite(a)
+
+    def _launch(self, m: int, k: int, n: int) -> tuple[KernelLaunch, ...]:
+        """The CUDA launch (none where no kernel exported its tiles: a Python kernel ignores launches)."""
+        if not self.exports:
+            return ()
+        tm, tn, tk, multiple = (self.exports[name] for name in TILES)
+        arith = self.spec.arithmetic
+        if tk != arith.k_tile:
+            raise UsageError(f"entry {self.entry}: its kernel cuts K in tiles of {tk} (its export tile_k) and the "
+                             f"arithmetic declares k_tile {arith.k_tile}: declare the kernel's")
+        if k % multiple or n % multiple:
+            raise UsageError(f"entry {self.entry}: K {k} and N {n} must be multiples of {multiple} for its kernel "
+                             f"(its export multiple): change the case's shape")
+        grid = (-(-n // tn), -(-m // tm), arith.split_k)
+        maps = {"a_map": TensorMap("a", (tk, tm)), "b_map": TensorMap("b", (tk, tn))}
+        return (KernelLaunch("matmul", grid, CUDA_ARGS, maps),)
 
     def _problem(self, label: str, inputs: dict[str, np.ndarray]) -> Problem:
         m, k = inputs["a"].shape
         n = inputs["b"].shape[0]
-        grid = (-(-n // TILE_N), -(-m // TILE_M), 1)
         return Problem(label, dict(inputs), {"out": OutputSpec((m, n), self.spec.arithmetic.out)},
-                       {"m": np.int32(m), "n": np.int32(n), "k": np.int32(k)},
-                       (KernelLaunch("matmul", grid, ABI),))
+                       {"m": np.int32(m), "n": np.int32(n), "k": np.int32(k)}, self._launch(m, k, n))
 
     def _reference(self, inputs: dict[str, np.ndarray]) -> Reference:
         a, b = from_bits(inputs["a"], "bf16"), from_bits(inputs["b"], "bf16")
         return Reference([expected(a, b, self.spec.arithmetic)])
+
+
+def exact_rows(rng: np.random.Generator, rows: int, n: int, k: int, pieces: list[tuple[int, int]]) -> dict:
+    """Small integers: every product and partial sum exact in fp32 (below 2^24), far from exact in bf16. Each
+    piece's first and last term is 16 x 15, so a dropped one shows; the other terms are odd times odd, and an odd
+    count of them makes every output odd, never a zero whose sign the declared arithmetic leaves open."""
+    odd = [(2 * rng.integers(-8, 8, size=(count, k), dtype=np.int8) + 1).astype(np.float32) for count in (rows, n)]
+    even = sorted({i for lo, hi in pieces for i in (lo, hi - 1)})
+    if (k - len(even)) % 2 == 0:
+        even.append(next(i for i in range(k) if i not in even))
+    for x, value in zip(odd, (16, 15)):
+        x[:, even] = value
+    return {"a": bf16_bits_of_finite(odd[0]), "b": bf16_bits_of_finite(odd[1])}
+
+
+def halves(k: int) -> list[tuple[int, int]]:
+    """K's two halves, the stress pieces of an accumulation without a declared split."""
+    return [(0, k // 2), (k // 2, 2 * (k // 2))]
+
+
+def stress_rows(a: np.ndarray, b: np.ndarray, pieces: list[tuple[int, int]], rng: np.random.Generator) -> dict:
+    """Rows whose pieces' partials have opposite signs and magnitudes decades apart: piece j's row values shifted by
+    a constant near 10^(2 + 2 (j % 3)) of random sign; of each pair of equal-length pieces the second takes the
+    first's shift and the negated weights, so their partials cancel and the output lies far below them."""
+    rows = a.shape[0]
+    shifts = [rng.uniform(1, 4, size=(rows, 1)) * 10.0 ** (2 + 2 * (j % 3)) * rng.choice([-1, 1], size=(rows, 1))
+              for j in range(len(pieces))]
+    b = b.copy()
+    for j, ((lo1, hi1), (lo2, hi2)) in enumerate(zip(pieces[::2], pieces[1::2])):
+        if hi1 - lo1 == hi2 - lo2:
+            shifts[2 * j + 1] = shifts[2 * j]
+            b[:, lo2:hi2] = b[:, lo1:hi1] ^ np.uint16(0x8000)  # bf16 negation is exact
+    x = from_bits(a, "bf16")
+    for (lo, hi), shift in zip(pieces, shifts):
+        x[:, lo:hi] += shift
+    return {"a": bits(x), "b": b}
 
 
 def bits(x: np.ndarray) -> np.ndarray:

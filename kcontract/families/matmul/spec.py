@@ -17,7 +17,21 @@ class Arithmetic(Strict):
 
     accumulate: Literal["fp32", "mma_bf16"] = "fp32"
     split_k: int = Field(default=1, ge=1, le=64)  # contiguous pieces of K summed apart, then added in fp32
+    k_tile: int = Field(default=64, ge=16, le=1024, multiple_of=16)  # pieces are whole tiles of this many K
     out: Literal["bf16", "fp32"] = "bf16"
+
+    def pieces(self, k: int) -> list[tuple[int, int]]:
+        """The split's pieces of K, [lo, hi): the ceil(K / k_tile) tiles cut into split_k runs of
+        ceil(tiles / split_k) (the last ones shorter or empty)."""
+        tiles = -(-k // self.k_tile)
+        per = -(-tiles // self.split_k)
+        bounds = [min(k, min(tiles, p * per) * self.k_tile) for p in range(self.split_k + 1)]
+        return list(zip(bounds[:-1], bounds[1:]))
+
+    def piece_terms(self, k: int) -> int:
+        """Terms a piece's chain may take, zeros past K included: its whole k tiles."""
+        tiles = -(-k // self.k_tile)
+        return -(-tiles // self.split_k) * self.k_tile
 
 
 class Case(Strict):
