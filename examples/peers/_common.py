@@ -70,12 +70,14 @@ def host(array) -> np.ndarray:
     return np.asarray(array)
 
 
+def need(ok: bool, what: str) -> None:
+    """Raise ValueError(what) unless ok: a peer's refusal of its arguments, in one line."""
+    if not ok:
+        raise ValueError(what)
+
+
 def check_abi(q, k_cache, v_cache, row_pos, row_slot, out, kv_heads) -> None:
     """Raise ValueError, in one line, unless the buffers have the decode ABI's dtypes and shapes."""
-    def need(ok: bool, what: str) -> None:
-        if not ok:
-            raise ValueError(what)
-
     for name, array, ndim in (("q", q, 3), ("k_cache", k_cache, 4), ("v_cache", v_cache, 4), ("out", out, 3)):
         need(str(array.dtype) == "uint16", f"{name}: uint16 bf16 bits expected, given {array.dtype}")
         need(array.ndim == ndim, f"{name}: {ndim} dimensions expected, given shape {tuple(array.shape)}")
