@@ -253,8 +253,9 @@ def test_ctrl_c_ends_every_worker_with_one_line_and_130():
                             env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     deadline = time.monotonic() + 60
-    while len(_processes_with(marker)) < 3 and time.monotonic() < deadline:  # the parent and two workers
+    while len(_processes_with(marker)) < 2 and time.monotonic() < deadline:  # the parent and a worker at least
         time.sleep(0.2)
+    assert len(_processes_with(marker)) >= 2, "the run's worker never started, or the run ended before the signal"
     time.sleep(2.0)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
     out, err = proc.communicate(timeout=60)
@@ -274,8 +275,9 @@ def _start_cpu_run(marker: str, *extra: str) -> subprocess.Popen:
                             cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     deadline = time.monotonic() + 60
-    while len(_processes_with(marker)) < 3 and time.monotonic() < deadline:  # the parent and two workers
+    while len(_processes_with(marker)) < 2 and time.monotonic() < deadline:  # the parent and a worker at least
         time.sleep(0.2)
+    assert len(_processes_with(marker)) >= 2, "the run's worker never started, or the run ended before the signal"
     time.sleep(2.0)
     return proc
 

@@ -125,3 +125,30 @@ def test_stress_pairs_cancel_and_exact_rows_are_odd():
 def test_tensor_maps_refuse_what_the_driver_would(shape, spec, why):
     assert why in problems(shape, spec)
     assert problems((7, 4096), TensorMap("a", (64, 128))) is None
+
+
+def test_the_cuda_launcher_passes_tensor_maps_in_parameter_order_encoded_once_per_buffer(monkeypatch):
+    """launch_steps puts each map where its launch names it, encodes a buffer's map once, and names a missing input."""
+    from kcontract.launch import tensormap
+    from kcontract.launch.base import KernelFailure
+    from kcontract.launch.cuda import CudaLauncher
+    from kcontract.problem import KernelLaunch, LaunchShape
+
+    class Buffer:
+        def __init__(self, ptr, shape):
+            self.data, self.shape = type("Ptr", (), {"ptr": ptr})(), shape
+
+    encoded, calls = [], []
+    monkeypatch.setattr(tensormap, "encode", lambda array, spec, label: encoded.append(spec) or ("map", spec.input))
+    launcher = object.__new__(CudaLauncher)
+    launcher.maps, launcher.smem = {}, {"matmul": 4096}
+    launcher.shapes = {"matmul": LaunchShape("matmul", 384)}
+    launcher.functions = {"matmul": lambda grid, block, args, shared_mem, stream: calls.append((grid, block, args))}
+    step = KernelLaunch("matmul", (2, 1, 1), ("a_map", "out", "b_map", "k"),
+                        {"a_map": TensorMap("a", (64, 128)), "b_map": TensorMap("b", (64, 256))})
+    values = {"a": Buffer(1, (7, 64)), "b": Buffer(2, (256, 64)), "out": "OUT", "k": 64}
+    launcher.launch_steps((step, step), values, stream=None, label="call")
+    assert calls == [((2, 1, 1), (384, 1, 1), (("map", "a"), "OUT", ("map", "b"), 64))] * 2
+    assert encoded == [TensorMap("a", (64, 128)), TensorMap("b", (64, 256))]
+    with pytest.raises(KernelFailure, match="call lost: a tensor map of b, which the problem does not hold"):
+        launcher.launch_steps((step,), {"a": values["a"], "out": "OUT", "k": 64}, stream=None, label="lost")

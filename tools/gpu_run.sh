@@ -8,8 +8,9 @@
 #   TOOLKIT=DIR   compile with the toolchain in DIR (lib64/libnvrtc.so, include/, version.json: the layout
 #                 tools/pinned_toolkit.sh packs) instead of the environment's
 #   MUTATE="E1 E2:CASE"  entries whose mutation campaigns the mutate step runs (a case after ':' narrows one), each
-#                 of MUTATE_COUNT mutants (default 30) and cut at MUTATE_LIMIT_S seconds (default 150); the scores go
-#                 into $OUT/receipt.json (a copy of RECEIPT when the run step did not write it)
+#                 of MUTATE_COUNT mutants (default 30) and cut at MUTATE_LIMIT_S seconds (default 150), equivalence
+#                 judged on MUTATE_SM (default sm_90a, the contract's target on an H200); the scores go into
+#                 $OUT/receipt.json (a copy of RECEIPT when the run step did not write it; the bench adds there too)
 #   KCONTRACT_GIT_COMMIT, KCONTRACT_GIT_DIRTY   the tree's commit and whether it differs from it: give them where
 #                 the tree travelled without its .git, or with a stale one (a copy sent to a GPU machine)
 # An offline machine: carry in .whl/ the wheels pip cannot find there (pydantic, pyelftools, import-linter and what
@@ -42,19 +43,21 @@ if has run; then  # cold: an empty cache
     > "$OUT/run.log" 2>&1
   echo "run exit $? after $((SECONDS - began)) s (cold; kcontract is $(command -v kcontract))" >> "$OUT/run.log"
 fi
+if has bench || has mutate; then
+  [ -f "$OUT/receipt.json" ] || cp "$RECEIPT" "$OUT/receipt.json"
+fi
 if has bench; then
   timeout "${BENCH_LIMIT:-150}" kcontract bench ${BENCH_ARGS:-} --receipt "$OUT/receipt.json" --json "$OUT/bench.json" \
     > "$OUT/bench.log" 2>&1
   echo "bench exit $?" >> "$OUT/bench.log"
 fi
 if has mutate; then
-  [ -f "$OUT/receipt.json" ] || cp "$RECEIPT" "$OUT/receipt.json"
   for spec in ${MUTATE:-}; do
     entry=${spec%%:*}
     narrow=()
     [[ $spec == *:* ]] && narrow=(--case "${spec#*:}")
     timeout -s TERM "${MUTATE_LIMIT_S:-150}" kcontract mutate "$entry" "${narrow[@]}" --limit "${MUTATE_COUNT:-30}" \
-      --receipt "$OUT/receipt.json" --json "$OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
+      --sm "${MUTATE_SM:-sm_90a}" --receipt "$OUT/receipt.json" --json "$OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
     echo "mutate $entry exit $?" >> "$OUT/mutate.log"
   done
 fi
