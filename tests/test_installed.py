@@ -232,6 +232,12 @@ def test_help_lists_the_exit_codes():
         assert re.search(rf"^\s+{code}\s", proc.stdout, re.M), proc.stdout
 
 
+def _as_in_a_terminal() -> None:
+    """In the child before exec: SIGINT's default action, as a shell's foreground job has it (a background job of a
+    script inherits it ignored, and kcontract, like any Unix program, leaves an ignored SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _processes_with(marker: str) -> list[int]:
     """Live processes whose environment holds `marker`."""
     found = []
@@ -251,7 +257,7 @@ def test_ctrl_c_ends_every_worker_with_one_line_and_130():
     environ[marker.split("=")[0]] = marker.split("=")[1]
     proc = subprocess.Popen([str(SCRIPT), "run", "--contract", str(CPU), "--jobs", "2", "--no-cache"], cwd=ROOT,
                             env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_as_in_a_terminal)
     deadline = time.monotonic() + 60
     while len(_processes_with(marker)) < 2 and time.monotonic() < deadline:  # the parent and a worker at least
         time.sleep(0.2)
@@ -273,7 +279,7 @@ def _start_cpu_run(marker: str, *extra: str) -> subprocess.Popen:
     environ[marker.split("=")[0]] = marker.split("=")[1]
     proc = subprocess.Popen([str(SCRIPT), "run", "--contract", str(CPU), "--jobs", "2", "--no-cache", *extra],
                             cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_as_in_a_terminal)
     deadline = time.monotonic() + 60
     while len(_processes_with(marker)) < 2 and time.monotonic() < deadline:  # the parent and a worker at least
         time.sleep(0.2)
