@@ -168,23 +168,36 @@ __device__ __forceinline__ void store4(unsigned short* out, float4 v) {
 
 __device__ __forceinline__ void store4(float* out, float4 v) { *reinterpret_cast<float4*>(out) = v; }
 
+__device__ __forceinline__ float4 add4(float4 a, float4 b) {  // fp32 RN, lane by lane
+  return make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w));
+}
+
 // Rows [row0, row1) of the tile: the pieces' fp32 tiles added in order 0 .. SPLIT - 1 (each in block p of the
-// cluster), then written to out.
+// cluster), then written to out. A thread reads kBatch quads of every piece before its first addition, so that
+// many distributed shared-memory reads are in flight at once.
 template <int BN, int SPLIT, typename Out>
 __device__ __forceinline__ void write_rows(const float* tile, Out* out, int row0, int row1, int m0, int n0, int m,
                                            int n) {
-  constexpr int kQuads = BN / 4;
-  for (int q = threadIdx.x + row0 * kQuads; q < row1 * kQuads; q += kThreads) {
-    const int row = q / kQuads, col = 4 * (q % kQuads);
-    if (m0 + row >= m || n0 + col >= n) continue;
-    const float* at = tile + row * kPitch<BN> + col;
-    float4 sum = SPLIT > 1 ? tma::load_cluster(at, 0) : *reinterpret_cast<const float4*>(at);
+  constexpr int kQuads = BN / 4, kBatch = SPLIT >= 4 ? 2 : 8 / SPLIT;
+  const int last = row1 * kQuads;
+  for (int q0 = threadIdx.x + row0 * kQuads; q0 < last; q0 += kBatch * kThreads) {
+    float4 part[kBatch][SPLIT];
 #pragma unroll
-    for (int p = 1; p < SPLIT; ++p) {
-      const float4 v = tma::load_cluster(at, p);
-      sum = make_float4(__fadd_rn(sum.x, v.x), __fadd_rn(sum.y, v.y), __fadd_rn(sum.z, v.z), __fadd_rn(sum.w, v.w));
+    for (int u = 0; u < kBatch; ++u) {
+      const int q = min(q0 + u * kThreads, last - 1);
+      const float* at = tile + (q / kQuads) * kPitch<BN> + 4 * (q % kQuads);
+#pragma unroll
+      for (int p = 0; p < SPLIT; ++p)
+        part[u][p] = SPLIT > 1 ? tma::load_cluster(at, p) : *reinterpret_cast<const float4*>(at);
     }
-    store4(out + size_t(m0 + row) * size_t(n) + n0 + col, sum);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int q = q0 + u * kThreads, row = q / kQuads, col = 4 * (q % kQuads);
+      float4 sum = part[u][0];
+#pragma unroll
+      for (int p = 1; p < SPLIT; ++p) sum = add4(sum, part[u][p]);
+      if (q < last && m0 + row < m && n0 + col < n) store4(out + size_t(m0 + row) * size_t(n) + n0 + col, sum);
+    }
   }
 }
 
@@ -216,11 +229,9 @@ __device__ __forceinline__ void tile(const tma::TensorMap* a_map, const tma::Ten
   __syncthreads();  // every k-step is done: the stages become the fp32 tile
   float* sums = reinterpret_cast<float*>(data);
   if (group > 0) stash<BN>(sums, d, group - 1);
-  constexpr int kRowsPer = kTileM / SPLIT;  // rows this block adds up and writes
-  static_assert(kTileM % SPLIT == 0, "the tile's rows divide among the cluster's blocks");
   if (SPLIT > 1) {
-    tma::cluster_sync();  // every piece's tile is in its block's shared memory
-    write_rows<BN, SPLIT>(sums, out, p * kRowsPer, (p + 1) * kRowsPer, m0, n0, m, n);
+    tma::cluster_sync();  // every piece's tile is in its block's shared memory; block p adds up its share of rows
+    write_rows<BN, SPLIT>(sums, out, p * kTileM / SPLIT, (p + 1) * kTileM / SPLIT, m0, n0, m, n);
     tma::cluster_sync();  // no block leaves while another still reads its tile
   } else {
     __syncthreads();

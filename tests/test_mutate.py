@@ -8,6 +8,9 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
+import kcontract.commands.preflight
+import kcontract.launch
+
 from kcontract.cli import cli
 from kcontract.mutate.operators import CLASSES, code_spans, mutants
 
@@ -51,7 +54,7 @@ def test_a_prepared_campaign_drops_stillborn_and_equivalent_mutants(tmp_path, mo
     monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
     report = tmp_path / "mutate.json"
     done = CliRunner().invoke(cli, ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"),
-                                    "--limit", "24", "--prepare-only", "--json", str(report)])
+                                    "--limit", "24", "--prepare-only", "--sm", "sm_90a", "--json", str(report)])
     assert done.exit_code == 0, done.output
     counts = json.loads(report.read_text())
     assert counts["mutants"] == 24 and counts["score_pct"] is None
@@ -70,7 +73,8 @@ def test_a_prepared_campaign_drops_stillborn_and_equivalent_mutants(tmp_path, mo
 
 def test_mutants_run_on_the_chosen_cases_only(tmp_path, monkeypatch):
     monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
-    args = ["mutate", "decode_d512_g16", "--contract", str(ROOT / "contract.yaml"), "--limit", "3", "--prepare-only"]
+    args = ["mutate", "decode_d512_g16", "--contract", str(ROOT / "contract.yaml"), "--limit", "3", "--prepare-only",
+            "--sm", "sm_90a"]
     wrong = CliRunner().invoke(cli, args + ["--case", "linear_99"])
     assert wrong.exit_code == 2 and "--case linear_99: decode_d512_g16 has no such case" in wrong.output
     done = CliRunner().invoke(cli, args + ["--case", "linear_20000"])
@@ -79,6 +83,33 @@ def test_mutants_run_on_the_chosen_cases_only(tmp_path, monkeypatch):
     contract = yaml.safe_load((here / "contract.yaml").read_text())
     assert [c["name"] for c in contract["entries"][0]["cases"]] == ["linear_20000"]
     assert json.loads((here / "campaign.json").read_text())["cases"] == ["linear_20000"]
+
+
+def test_without_a_gpu_mutate_asks_which_sm_decides_equivalence(monkeypatch):
+    monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: "no CUDA driver")
+    done = CliRunner().invoke(cli, ["mutate", "matmul_kv_k4096_n2048", "--contract", str(ROOT / "contract.yaml"),
+                                    "--prepare-only"])
+    assert done.exit_code == 2 and "--sm: no GPU here to take the SM from (no CUDA driver)" in done.output
+    assert "sm_90a" in done.output and "Traceback" not in done.output
+
+
+def test_the_default_sm_is_the_contracts_target_for_the_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
+    monkeypatch.setattr(kcontract.commands.preflight, "device_sm", lambda: "sm_90")  # an H100 or H200
+    report = tmp_path / "mutate.json"
+    done = CliRunner().invoke(cli, ["mutate", "decode_d512_g16", "--contract", str(ROOT / "contract.yaml"),
+                                    "--limit", "3", "--prepare-only", "--case", "linear_20000", "--json", str(report)])
+    assert done.exit_code == 0, done.output
+    assert json.loads(report.read_text())["sm"] == "sm_90a" and "equivalent on sm_90a" in done.output
+
+
+def test_a_campaign_whose_every_mutant_is_equivalent_is_no_pass(tmp_path, monkeypatch):
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))  # the wgmma matmul traps on sm_90 (not sm_90a)
+    done = CliRunner().invoke(cli, ["mutate", "matmul_kv_k4096_n2048", "--contract", str(ROOT / "contract.yaml"),
+                                    "--limit", "6", "--prepare-only", "--sm", "sm_90"])
+    assert done.exit_code == 1, done.output
+    assert "no mutant changes the machine code on sm_90, so nothing was scored" in done.output
 
 
 def test_mutate_refuses_unknown_and_python_entries():
@@ -101,7 +132,7 @@ def test_survivors_go_to_the_sanitizer(tmp_path, monkeypatch):
 
     monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
     done = CliRunner().invoke(cli, ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"),
-                                    "--limit", "14", "--prepare-only"])
+                                    "--limit", "14", "--prepare-only", "--sm", "sm_90a"])
     assert done.exit_code == 0, done.output
     here = tmp_path / "cache" / "mutants" / "decode_d256_g2_sliding"
     campaign = load(here)
@@ -169,14 +200,13 @@ def test_a_mutant_survives_only_when_every_planned_gate_ran_green():
 
 
 def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_path, monkeypatch):
-    import kcontract.launch
-    import kcontract.commands.preflight
     import kcontract.runner.session
     from kcontract.mutate.campaign import load
     from kcontract.verdict.outcome import Outcome
 
     monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
-    args = ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"), "--limit", "12"]
+    args = ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"), "--limit", "12",
+            "--sm", "sm_90a"]
     assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
     here = tmp_path / "cache" / "mutants" / "decode_d256_g2_sliding"
     first = next(m.ident for m in load(here).mutants if m.status == "candidate")
@@ -194,6 +224,7 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
         return outcomes
 
     monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
+    monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
     monkeypatch.setattr(kcontract.commands.preflight, "device_sm", lambda: "sm_90")
     monkeypatch.setattr(kcontract.runner.session, "run_tasks", cut)
     report = tmp_path / "mutate.json"

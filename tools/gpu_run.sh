@@ -9,7 +9,7 @@
 #                 tools/pinned_toolkit.sh packs) instead of the environment's
 #   MUTATE="E1 E2:CASE"  entries whose mutation campaigns the mutate step runs (a case after ':' narrows one), each
 #                 of MUTATE_COUNT mutants (default 30) and cut at MUTATE_LIMIT_S seconds (default 150), equivalence
-#                 judged on MUTATE_SM (default sm_90a, the contract's target on an H200); the scores go into
+#                 judged on MUTATE_SM (default: kcontract's, the contract's target for the GPU); the scores go into
 #                 $OUT/receipt.json (a copy of RECEIPT when the run step did not write it; the bench adds there too)
 #   KCONTRACT_GIT_COMMIT, KCONTRACT_GIT_DIRTY   the tree's commit and whether it differs from it: give them where
 #                 the tree travelled without its .git, or with a stale one (a copy sent to a GPU machine)
@@ -57,7 +57,7 @@ if has mutate; then
     narrow=()
     [[ $spec == *:* ]] && narrow=(--case "${spec#*:}")
     timeout -s TERM "${MUTATE_LIMIT_S:-150}" kcontract mutate "$entry" "${narrow[@]}" --limit "${MUTATE_COUNT:-30}" \
-      --sm "${MUTATE_SM:-sm_90a}" --receipt "$OUT/receipt.json" --json "$OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
+      ${MUTATE_SM:+--sm "$MUTATE_SM"} --receipt "$OUT/receipt.json" --json "$OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
     echo "mutate $entry exit $?" >> "$OUT/mutate.log"
   done
 fi

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from kcontract.commands.common import Jobs, contract_option, err, out, user_errors
+from kcontract.commands import preflight as preflight_module
 from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
@@ -28,7 +29,8 @@ from kcontract.contract.paths import resolve_source
               help="Mutants at most, spread over the mutation classes.")
 @click.option("--seed", "mutant_seed", type=click.IntRange(0, 2**31), default=0, show_default=True,
               help="Which sites each class samples.")
-@click.option("--sm", default="sm_90", show_default=True, help="The SM whose SASS decides equivalence.")
+@click.option("--sm", help="The SM whose SASS decides equivalence (default: the contract's target for this GPU, "
+              "such as sm_90a on an H100 or H200; needed where there is no GPU).")
 @click.option("--case", "cases", multiple=True, help="Run the mutants on this case of ENTRY only (repeatable; "
               "default: all its cases).")
 @click.option("--prepare-only", is_flag=True, help="Write and compile the mutants (no GPU needed), run nothing.")
@@ -54,6 +56,7 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
     preflight(loaded, contract_path, cuda=True, gpu=False, outputs={"json": json_path}, tools=("nvdisasm",))
     if receipt_path and not Path(receipt_path).is_file():
         raise UsageError(f"--receipt {receipt_path}: no such receipt; write it with `kcontract run --receipt`")
+    sm = sm or _device_target(loaded)
     os.environ[CACHE_ENV] = str(cache_root(contract_path).resolve())  # mutants share cubins, inputs, references
     here = workdir(loaded, entry_name)
     campaign = _current(load(here), loaded, entry, limit, mutant_seed, sm, cases)
@@ -83,7 +86,30 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
         if m.status == "survived":
             out.print(f"survived {m.ident} ({m.kind}): {m.diff}", markup=False, highlight=False)
     out.print(_line(report), markup=False)
+    if _all_equivalent(report):
+        err.print(f"mutate {entry_name}: no mutant changes the machine code on {sm}, so nothing was scored; does "
+                  f"the kernel trap there? Name the SM it runs on with --sm", markup=False)
+        sys.exit(1)
     sys.exit(0 if prepare_only or report["by_status"].get("candidate", 0) == 0 else 1)
+
+
+def _device_target(loaded) -> str:
+    """The contract's target for this GPU's SM (`sm_90a` where the targets name it); without a GPU, a usage error."""
+    import kcontract.launch
+    from kcontract.launch.cuda import target_for
+
+    why = kcontract.launch.gpu_problem()
+    if why is not None:
+        raise UsageError(f"--sm: no GPU here to take the SM from ({why}); name the SM whose machine code decides "
+                         f"equivalence, one of the contract's targets: {', '.join(loaded.targets)}")
+    return target_for(preflight_module.device_sm(), list(loaded.targets))
+
+
+def _all_equivalent(report: dict) -> bool:
+    """Every mutant that compiled has the original's machine code: a score of nothing, not a pass."""
+    s = report["by_status"]
+    compiled = report["mutants"] - s.get("stillborn", 0)
+    return compiled > 0 and s.get("equivalent", 0) == compiled
 
 
 def _current(campaign: Campaign | None, loaded, entry, limit: int, seed: int, sm: str,

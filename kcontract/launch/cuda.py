@@ -72,6 +72,7 @@ class CudaLauncher:
             raise EnvironmentProblem(f"{failure.unit.label} does not compile for this GPU ({self.sm}): "
                                      f"{failure.log.strip()[:2000]}")
         self.module_info = built.module(units[0], self.sm)
+        self.symbols = tuple(sorted(kernel.cuda.symbols.items()))  # role and instance, such as matmul<256, 2, 1>
         try:
             self.module = cupy.RawModule(path=str(self.module_info.cubin_path))
             self.functions = {role: self.module.get_function(self.module_info.lowered[expr])
