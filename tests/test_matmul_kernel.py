@@ -10,7 +10,7 @@ import pytest
 
 from kcontract.contract.loader import load_contract
 from kcontract.errors import ContractError, UsageError
-from kcontract.families.matmul.family import bits, exact_rows, stress_rows
+from kcontract.families.matmul.family import bits, exact_rows, order_rows, stress_rows
 from kcontract.families.matmul.spec import Arithmetic
 from kcontract.gatetable import Suite
 from kcontract.launch.tensormap import problems
@@ -60,6 +60,42 @@ def test_launches_come_from_the_exports_and_split_k(loaded):
     assert launch.args == ("a_map", "b_map", "out", "m", "n", "k")
     assert launch.tensor_maps == {"a_map": TensorMap("a", (64, 128)), "b_map": TensorMap("b", (64, 256))}
     assert problem.inputs["a"].shape == (1000, 16384) and problem.outputs["out"].shape == (1000, 4096)
+
+
+def test_gate_2_adds_order_probes_where_k_has_pieces(loaded):
+    """Two or more pieces: the batches run again on order probes, labelled so; K whole: the realistic rows only."""
+    sets = family_of(loaded, "matmul_down_k16384_n4096").invariance(Suite.VARIANTS, "m7_k16384_n4096")
+    assert len(sets) == 2 and all(s.case == "m7_k16384_n4096" for s in sets)
+    assert {v.label.startswith("order_probes/") for v in sets[1].variants} == {True}
+    assert len(sets[1].variants) == len(sets[0].variants) and sets[1].base.label.endswith("/order_probes/base")
+    assert len(family_of(loaded, "matmul_logits_k4096_n16384_fp32").invariance(Suite.VARIANTS,
+                                                                              "m64_k4096_n16384")) == 1
+
+
+def fp32_chain(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x w^T as one fp32 chain along K, a term at a time."""
+    acc = np.zeros((x.shape[0], w.shape[0]), np.float32)
+    for i in range(x.shape[1]):
+        acc = (acc + np.outer(x[:, i], w[:, i]).astype(np.float32)).astype(np.float32)
+    return acc
+
+
+def test_order_probes_separate_the_declared_merge_from_another_order_and_split():
+    """On the probes a merge in another order, or K in other pieces, changes most bf16 outputs; on the realistic
+    rows they lie far apart too rarely for a few thousand outputs to show it."""
+    rng = np.random.default_rng(7)
+    k, n, pieces = 768, 48, [(0, 256), (256, 512), (512, 768)]
+    a = bits(rng.standard_normal((8, k)) * 10.0 ** rng.uniform(-1, 1, size=(8, 1)))
+    b = bits(rng.standard_normal((n, k)) / np.sqrt(k))
+    flips = {}
+    for name, rows in (("realistic", {"a": a, "b": b}), ("probes", order_rows(a, b, pieces, rng))):
+        x, w = from_bits(rows["a"], "bf16"), from_bits(rows["b"], "bf16")
+        p = [fp32_chain(x[:, lo:hi], w[:, lo:hi]) for lo, hi in pieces]
+        declared = bits((p[0] + p[1]).astype(np.float32) + p[2])
+        rotated = bits((p[1] + p[2]).astype(np.float32) + p[0])
+        whole = bits(fp32_chain(x, w))
+        flips[name] = (np.mean(declared != rotated), np.mean(declared != whole))
+    assert min(flips["probes"]) > 0.25 and max(flips["realistic"]) < 0.05, flips
 
 
 def test_batches_straddle_the_row_tile(loaded):

@@ -4,6 +4,8 @@ exact."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from kcontract.errors import UsageError
@@ -24,6 +26,7 @@ THREADS = 384  # a producer warpgroup and two consumer warpgroups
 FILLERS = 5  # other rows mixed into the variants suite's batches
 VARIANT_ROWS = 32  # rows of a case that gate 2 runs alone and in batches
 STRESS_ROWS, EXACT_ROWS = 8, 8
+ORDER_SHIFT = 1.0e5  # order probes: bf16 rows of a pair all but equal to it, partials far above the output
 ROW_TILE = 128  # the row tile batches are sized around where the kernel exports none (a Python kernel)
 TEMPLATE = """\
 # the declared accumulation: fp32 sums in any order, or tensor-core k-steps (mma_bf16) chained over each of
@@ -66,16 +69,27 @@ class Matmul(Family):
         return [Checked(case, self._problem(case, inputs), lambda: self._reference(inputs))]
 
     def invariance(self, suite: Suite, case: str) -> list[InvarianceSet]:
+        """The case's rows in every batch, and where K has two or more pieces the same batches of order probes."""
         inputs = {"a": self._inputs(Suite.REALISTIC, case)["a"][:VARIANT_ROWS], "b": self._weights(case)}
+        sets = [self._variant_set(case, "", inputs)]
+        pieces = [(lo, hi) for lo, hi in self.spec.arithmetic.pieces(self._case(case).k) if hi > lo]
+        if len(pieces) > 1:
+            probes = self.memo(("order", case), lambda: order_rows(inputs["a"], inputs["b"], pieces,
+                                                                  stream(self.seed, self.entry, case, "order")))
+            sets.append(self._variant_set(case, "order_probes/", probes))
+        return sets
+
+    def _variant_set(self, case: str, title: str, inputs: dict[str, np.ndarray]) -> InvarianceSet:
+        """Base rows alone and in batches with filler rows, every variant labelled `title` first."""
         fillers = self.memo(("fillers", case), lambda: self._rows(case, "fillers", FILLERS))
 
         def build(kind: str, label: str, members: list[int]) -> Problem:
             a = np.stack([inputs["a"][m] if m >= 0 else fillers[-1 - m] for m in members])
-            return self._problem(f"{case}/{label}", {"a": a, "b": inputs["b"]})
+            return self._problem(f"{case}/{title}{label}", {"a": a, "b": inputs["b"]})
 
-        rows = len(inputs["a"])
-        return [InvarianceSet(case, self._problem(f"{case}/base", inputs), ("out",),
-                              batch_variants(rows, FILLERS, build, self.batch_sizes()), axes=("row",))]
+        variants = batch_variants(len(inputs["a"]), FILLERS, build, self.batch_sizes())
+        return InvarianceSet(case, self._problem(f"{case}/{title}base", inputs), ("out",),
+                             [replace(v, label=title + v.label) for v in variants], axes=("row",))
 
     def batch_sizes(self) -> tuple[int, ...]:
         """Batches of every size the kernel's row tiling treats differently: a few rows, one tile less one, one
@@ -203,6 +217,23 @@ def stress_rows(a: np.ndarray, b: np.ndarray, pieces: list[tuple[int, int]], rng
     x = from_bits(a, "bf16")
     for (lo, hi), shift in zip(pieces, shifts):
         x[:, lo:hi] += shift
+    return {"a": bits(x), "b": b}
+
+
+def order_rows(a: np.ndarray, b: np.ndarray, pieces: list[tuple[int, int]], rng: np.random.Generator) -> dict:
+    """Rows on which the pieces' order shows: of each pair of pieces (0 and 1, 2 and 3, ...) the common length is
+    shifted by one constant near ORDER_SHIFT of random sign per row, against weights the second piece negates, so
+    the pair's partials cancel. Added in the declared order a pair cancels before the rest arrives; in another
+    order its rounding errors, at the partials' magnitude, land in an output far smaller."""
+    rows = a.shape[0]
+    b = b.copy()
+    x = from_bits(a, "bf16")
+    for (lo1, hi1), (lo2, hi2) in zip(pieces[::2], pieces[1::2]):
+        common = min(hi1 - lo1, hi2 - lo2)
+        shift = rng.uniform(1, 4, size=(rows, 1)) * ORDER_SHIFT * rng.choice([-1, 1], size=(rows, 1))
+        b[:, lo2:lo2 + common] = b[:, lo1:lo1 + common] ^ np.uint16(0x8000)  # bf16 negation is exact
+        x[:, lo1:lo1 + common] += shift
+        x[:, lo2:lo2 + common] += shift
     return {"a": bits(x), "b": b}
 
 
