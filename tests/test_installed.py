@@ -60,9 +60,8 @@ entries:
 """
 
 
-def test_cpu_contract_from_the_repository_root_at_80_columns(tmp_path):
-    report = tmp_path / "run.json"
-    proc = kcontract("run", "--contract", "tests/contracts/cpu.yaml", "--jobs", "2", "--json", str(report))
+def test_cpu_contract_from_the_repository_root_at_80_columns(cpu_contract_run):
+    proc, report = cpu_contract_run.proc, cpu_contract_run.report
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     no_traceback(proc)
     assert "SUMMARY 5 kernels: 5 pass gates 1-4, 0 fail, 0 known findings; 20 controls: 20 red as planted, " \

@@ -40,11 +40,14 @@ def invoke(*args: str):
 
 
 @pytest.fixture(scope="module")
-def receipts(tmp_path_factory) -> dict[str, Path]:
-    """One whole run of the CPU contract and its two shards (warm from it), each with a receipt, and their merge."""
+def receipts(tmp_path_factory, cpu_contract_run) -> dict[str, Path]:
+    """The whole run of the CPU contract (the session's), its two shards (warm from it), each with a receipt, and
+    their merge."""
     folder = tmp_path_factory.mktemp("shards")
-    paths = {name: folder / f"{name}.json" for name in ("whole", "a", "b", "merged")}
-    for name, extra in (("whole", ()), ("a", ("--shard", "1/2")), ("b", ("--shard", "2/2"))):
+    paths = {name: folder / f"{name}.json" for name in ("a", "b", "merged")} | {"whole": cpu_contract_run.receipt}
+    whole = cpu_contract_run.proc
+    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
+    for name, extra in (("a", ("--shard", "1/2")), ("b", ("--shard", "2/2"))):
         done = kcontract("run", "--contract", str(CPU), "--jobs", "2", "--receipt", str(paths[name]), *extra)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     done = invoke("receipt", "merge", str(paths["a"]), str(paths["b"]), "-o", str(paths["merged"]))
