@@ -65,7 +65,7 @@ __device__ __forceinline__ float add_squares(uint4 xv, uint4 rv, bits16* h_out, 
     }
     sum = __fmaf_rn(h, h, sum);
   }
-  if (kResidual) __stcs(reinterpret_cast<uint4*>(h_out) + v, hv);
+  if (kResidual) reinterpret_cast<uint4*>(h_out)[v] = hv;
   return sum;
 }
 
@@ -86,12 +86,8 @@ __device__ __forceinline__ uint4 scaled(uint4 xv, uint4 rv, uint4 wv, float inv)
   return yv;
 }
 
-__device__ __forceinline__ uint4 stream_in(const bits16* row, int v) {  // read once: evict first
-  return __ldcs(reinterpret_cast<const uint4*>(row) + v);
-}
-
-__device__ __forceinline__ uint4 weight_in(const bits16* w, int v) {  // read by every row: kept in cache
-  return __ldg(reinterpret_cast<const uint4*>(w) + v);
+__device__ __forceinline__ uint4 vector_in(const bits16* row, int v) {  // through the read-only data cache
+  return __ldg(reinterpret_cast<const uint4*>(row) + v);
 }
 
 template <bool kResidual, int T, int H>
@@ -115,9 +111,9 @@ __device__ void normalise_row(const bits16* __restrict__ x, const bits16* __rest
       const int v = threadIdx.x + j * T;
       rh[j] = make_uint4(0, 0, 0, 0);
       if (v < count) {
-        xh[j] = stream_in(x, v);
-        if (kResidual) rh[j] = stream_in(r, v);
-        wh[j] = weight_in(w, v);
+        xh[j] = vector_in(x, v);
+        if (kResidual) rh[j] = vector_in(r, v);
+        wh[j] = vector_in(w, v);
       }
     }
 #pragma unroll
@@ -126,7 +122,7 @@ __device__ void normalise_row(const bits16* __restrict__ x, const bits16* __rest
       if (v < count) sum = add_squares<kResidual>(xh[j], rh[j], h_out, v, sum);
     }
     for (int v = threadIdx.x + H * T; v < count; v += T)  // rows longer than H T vectors: the rest
-      sum = add_squares<kResidual>(stream_in(x, v), kResidual ? stream_in(r, v) : make_uint4(0, 0, 0, 0), h_out,
+      sum = add_squares<kResidual>(vector_in(x, v), kResidual ? vector_in(r, v) : make_uint4(0, 0, 0, 0), h_out,
                                    v, sum);
   } else {
     for (int i = threadIdx.x; i < hidden; i += T) {
@@ -142,11 +138,11 @@ __device__ void normalise_row(const bits16* __restrict__ x, const bits16* __rest
 #pragma unroll
     for (int j = 0; j < H; ++j) {
       const int v = threadIdx.x + j * T;
-      if (v < count) __stcs(y + v, scaled<kResidual>(xh[j], rh[j], wh[j], inv));
+      if (v < count) y[v] = scaled<kResidual>(xh[j], rh[j], wh[j], inv);
     }
     for (int v = threadIdx.x + H * T; v < count; v += T)  // read again: from L2, just read
-      __stcs(y + v, scaled<kResidual>(stream_in(x, v), kResidual ? stream_in(r, v) : make_uint4(0, 0, 0, 0),
-                                      weight_in(w, v), inv));
+      y[v] = scaled<kResidual>(vector_in(x, v), kResidual ? vector_in(r, v) : make_uint4(0, 0, 0, 0),
+                               vector_in(w, v), inv);
   } else {
     for (int i = threadIdx.x; i < hidden; i += T)
       out[i] = bf16_bits(__fmul_rn(__fmul_rn(h_at<kResidual>(x, r, i), inv), bf16_value(w[i])));

@@ -1,6 +1,6 @@
 // Warpgroup tensor-core helpers (sm_90a): shared-memory matrix descriptors, the wgmma fences, stmatrix, and the
 // bf16 forms the prompt and matmul kernels use: A B^T with both operands in shared memory (K-major; N = 32, 64,
-// 128 or 256), and p V with p in registers (the mma.sync m16n8k16 A fragment per warp) or in shared memory
+// 128, 192 or 256), and p V with p in registers (the mma.sync m16n8k16 A fragment per warp) or in shared memory
 // (K-major) and V in shared memory (MN-major, transposed). All accumulate into fp32 d[N / 2]: thread (warp w of
 // the warpgroup, lane 4 gr + c4) holds rows 16 w + gr and + 8, columns 8 t + 2 c4 and + 1 of n-tile t as
 // d[4 t .. 4 t + 3] (row gr: + 0, + 1; row gr + 8: + 2, + 3).
@@ -45,7 +45,8 @@ __device__ __forceinline__ void stmatrix_x4(void* row, const unsigned (&r)[4]) {
 #define WG_ACC32(d) WG_ACC16(d), WG_ACC8(d, 16), WG_ACC8(d, 24)
 #define WG_ACC32_AT(d, o) WG_ACC8(d, o), WG_ACC8(d, o + 8), WG_ACC8(d, o + 16), WG_ACC8(d, o + 24)
 #define WG_ACC64(d) WG_ACC32(d), WG_ACC32_AT(d, 32)
-#define WG_ACC128(d) WG_ACC64(d), WG_ACC32_AT(d, 64), WG_ACC32_AT(d, 96)
+#define WG_ACC96(d) WG_ACC64(d), WG_ACC32_AT(d, 64)
+#define WG_ACC128(d) WG_ACC96(d), WG_ACC32_AT(d, 96)
 #define WG_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define WG_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
                   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -53,6 +54,12 @@ __device__ __forceinline__ void stmatrix_x4(void* row, const unsigned (&r)[4]) {
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
   "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, " \
   "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define WG_REGS96 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, " \
+  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, " \
+  "%68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, " \
+  "%90, %91, %92, %93, %94, %95}"
 #define WG_REGS128 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
   "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, " \
@@ -86,6 +93,13 @@ __device__ __forceinline__ void ss_n128(float (&d)[64], unsigned long long a, un
                : WG_ACC64(d) : "l"(a), "l"(b), "n"(Add ? 1 : 0));
 }
 
+// d += A B: A (64 x 16) and B (16 x 192) from shared memory, both K-major.
+template <bool Add = true>
+__device__ __forceinline__ void ss_n192(float (&d)[96], unsigned long long a, unsigned long long b) {
+  asm volatile(WG_MMA("m64n192k16", 98) WG_REGS96 ", %96, %97, p, 1, 1, 0, 0;\n}\n"
+               : WG_ACC96(d) : "l"(a), "l"(b), "n"(Add ? 1 : 0));
+}
+
 // d += A B: A (64 x 16) and B (16 x 256) from shared memory, both K-major.
 template <bool Add = true>
 __device__ __forceinline__ void ss_n256(float (&d)[128], unsigned long long a, unsigned long long b) {
@@ -109,10 +123,12 @@ __device__ __forceinline__ void rs_n64_tb(float (&d)[32], const unsigned (&a)[4]
 
 #undef WG_MMA
 #undef WG_REGS128
+#undef WG_REGS96
 #undef WG_REGS64
 #undef WG_REGS32
 #undef WG_REGS16
 #undef WG_ACC128
+#undef WG_ACC96
 #undef WG_ACC64
 #undef WG_ACC32_AT
 #undef WG_ACC32

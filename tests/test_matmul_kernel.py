@@ -20,7 +20,8 @@ from kcontract.toolchain.exports import family_exports
 from tests.test_exports import toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES, TILE_M, TILE_K = 4, 128, 64  # kernels/matmul.cu's layout, as its header comment documents it
+TILE_K, ALIGN, SMEM_LIMIT, MAX_STAGES = 64, 1024, 227 * 1024, 8  # kernels/matmul.cu's layout constants
+TILES = ((64, 128), (128, 64), (128, 128), (128, 192), (128, 256))  # the contract's tile symbols
 
 
 @pytest.fixture(scope="module")
@@ -36,30 +37,45 @@ def family_of(loaded, name: str):
     return family
 
 
+def stages_of(tile_m: int, tile_n: int) -> int:
+    """The kernel's stage count: as many stages of a's and b's 128-byte rows as fit, at most eight."""
+    stage = (tile_m + tile_n) * TILE_K * 2
+    return min(MAX_STAGES, (SMEM_LIMIT - ALIGN - 2 * MAX_STAGES * 8) // stage)
+
+
 def test_the_kernel_exports_its_tiles_and_shared_memory_per_sm(loaded):
-    """Tiles are the same on every SM; the launch's bytes (stages of a's 128 and b's BN rows of 128 bytes, 1 KiB of
-    alignment, two mbarriers a stage) only where wgmma runs, else 0."""
+    """Each tile symbol exports its tile on every SM; the launch's bytes (its stages of a's and b's rows of 128 bytes,
+    1 KiB of alignment, two mbarriers a stage) only where wgmma runs, else 0."""
     from kcontract.toolchain.exports import launch_exports
 
-    for name, tile_n in (("matmul_qkv_k4096_n6144", 256), ("matmul_kv_k4096_n2048", 128)):
-        entry = loaded.entry(name)
-        found, errors = launch_exports(loaded, entry.kernel.cuda, entry.kernel.cuda, list(loaded.targets))
-        assert not errors
-        for sm, values in found.items():
-            assert (values["tile_m"], values["tile_n"], values["tile_k"], values["multiple"]) == (128, tile_n, 64, 8)
-            assert values["threads"] == 384
-            stage = (TILE_M + tile_n) * TILE_K * 2
-            assert values["smem"] == (1024 + STAGES * stage + 2 * STAGES * 8 if sm in ("sm_90a", "sm_100") else 0), sm
+    entry = loaded.entry("matmul_qkv_k4096_n6144")
+    found, errors = launch_exports(loaded, entry.kernel.cuda, entry.kernel.cuda, list(loaded.targets))
+    assert not errors
+    for sm, values in found.items():
+        assert (values["tile_k"], values["multiple"], values["threads"]) == (64, 8, 384)
+        for m, n in TILES:
+            role = f"m{m}n{n}"
+            assert (values[f"{role}_tile_m"], values[f"{role}_tile_n"]) == (m, n)
+            stages = stages_of(m, n)
+            wanted = ALIGN + stages * (m + n) * TILE_K * 2 + 2 * stages * 8 if sm in ("sm_90a", "sm_100") else 0
+            assert values[f"{role}_smem"] == wanted, (sm, role)
 
 
-def test_launches_come_from_the_exports_and_split_k(loaded):
+def test_launches_follow_the_schedule_and_split_k(loaded):
+    """A call launches the symbol its rows schedule, over that symbol's tiles, in clusters of split_k."""
     family = family_of(loaded, "matmul_down_k16384_n4096")
     problem = family.checks(Suite.REALISTIC, "m1000_k16384_n4096")[0].problem
     (launch,) = problem.launches
-    assert launch.grid == (4096 // 256, -(-1000 // 128), 3)
+    assert launch.role == "m128n256" and launch.grid == (4096 // 256, -(-1000 // 128), 2)
     assert launch.args == ("a_map", "b_map", "out", "m", "n", "k")
     assert launch.tensor_maps == {"a_map": TensorMap("a", (64, 128)), "b_map": TensorMap("b", (64, 256))}
     assert problem.inputs["a"].shape == (1000, 16384) and problem.outputs["out"].shape == (1000, 4096)
+    (launch,) = family.checks(Suite.REALISTIC, "m7_k16384_n4096")[0].problem.launches
+    assert launch.role == "m128n128" and launch.grid == (4096 // 128, 1, 2)
+    qkv = family_of(loaded, "matmul_qkv_k4096_n6144")
+    assert [qkv._launch(m, 4096, 6144)[0].role for m in (1, 511, 512, 2047, 2048, 4096)] == \
+        ["m128n128", "m128n128", "m128n192", "m128n192", "m128n256", "m128n256"]
+    assert qkv._launch(512, 4096, 6144)[0].grid == (6144 // 192, 4, 1)
 
 
 def test_gate_2_adds_order_probes_where_k_has_pieces(loaded):
@@ -98,10 +114,13 @@ def test_order_probes_separate_the_declared_merge_from_another_order_and_split()
     assert min(flips["probes"]) > 0.25 and max(flips["realistic"]) < 0.05, flips
 
 
-def test_batches_straddle_the_row_tile(loaded):
-    """Gate 2 runs a row alone and in batches of one tile less one, one tile, one more and two tiles and one."""
+def test_batches_straddle_the_row_tile_and_every_schedule_edge(loaded):
+    """Gate 2 runs a row alone and in batches of one tile less one, one tile, one more and two tiles and one, and
+    of one row less than each schedule edge and the edge itself, so every tile the schedule launches is compared."""
     family = family_of(loaded, "matmul_qkv_k4096_n6144")
-    assert {127, 128, 129, 257} <= set(family.batch_sizes())
+    assert {127, 128, 129, 257, 511, 512, 2047, 2048} <= set(family.batch_sizes())
+    router = family_of(loaded, "matmul_router_k4096_n128_fp32")
+    assert {63, 64, 65, 129, 127, 128, 257, 2047, 2048} <= set(router.batch_sizes())
     labels = [v.label for v in family.invariance(Suite.VARIANTS, "m256_k4096_n6144")[0].variants]
     assert "batch129_last_row20" in labels and "solo_row0" in labels and "concurrent" in labels
 
@@ -121,13 +140,38 @@ def test_a_kernel_whose_tiles_differ_from_the_declaration_is_refused(loaded):
 
 def test_a_cuda_kernel_without_its_tiles_is_refused_at_load(tmp_path):
     text = (ROOT / "contract.yaml").read_text()
-    cut = text.replace('        tile_m: "mm::kExportTileM"\n', "", 1)
+    cut = text.replace('        m128n192_tile_m: "mm::kExportTileM<128>"\n', "", 1)
     assert cut != text
     path = tmp_path / "contract.yaml"
     path.write_text(cut)
     (tmp_path / "kernels").symlink_to(ROOT / "kernels")
-    with pytest.raises(ContractError, match="`exports` that give tile_m: family matmul launches its CUDA kernels"):
+    with pytest.raises(ContractError, match="`exports` that give m128n192_tile_m: family matmul launches its CUDA"):
         load_contract(str(path), import_kernels=False)
+
+
+@pytest.mark.parametrize("schedule, why", [
+    ("{1: m128n128, 512: m96n96}", r"entries\[\d+\]\.kernel: `symbols` that name m96n96: family matmul launches them"),
+    ("{2: m128n128}", r"schedule: a symbol from 1 row on \(its first key is 2\)"),
+    ("{1: m128n128, 0: m128n256}", r"schedule"),
+])
+def test_a_schedule_the_kernel_cannot_follow_is_refused_at_load(tmp_path, schedule, why):
+    text = (ROOT / "contract.yaml").read_text()
+    cut = text.replace("schedule: {1: m128n128, 512: m128n192, 2048: m128n256}", f"schedule: {schedule}", 1)
+    assert cut != text
+    (tmp_path / "contract.yaml").write_text(cut)
+    (tmp_path / "kernels").symlink_to(ROOT / "kernels")
+    (tmp_path / "controls").symlink_to(ROOT / "controls")
+    with pytest.raises(ContractError, match=why):
+        load_contract(str(tmp_path / "contract.yaml"), import_kernels=False)
+
+
+def test_the_schedule_picks_the_largest_edge_not_above_the_rows():
+    from kcontract.families.matmul.spec import MatmulSpec
+
+    spec = MatmulSpec(schedule={1: "small", 100: "mid", 1000: "big"},
+                      cases=[{"name": "c", "m": 1, "k": 64, "n": 8}])
+    assert [spec.role(m) for m in (1, 99, 100, 999, 1000, 16384)] == ["small", "small", "mid", "mid", "big", "big"]
+    assert MatmulSpec(cases=[{"name": "c", "m": 1, "k": 64, "n": 8}]).role(4096) == "matmul"
 
 
 def test_pieces_are_whole_tiles_and_cover_k():

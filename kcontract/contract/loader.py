@@ -139,6 +139,10 @@ def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str,
         if missing:
             problems.add(base + ["kernel"], f"a CUDA kernel whose `exports` give {', '.join(missing)}: the entry's "
                          f"declared arithmetic reads them from its kernel")
+        unnamed = [role for role in _launched_roles(family) if kernel.cuda is not None and role not in kernel.cuda.symbols]
+        if unnamed:
+            problems.add(base + ["kernel"], f"`symbols` that name {', '.join(unnamed)}: family {entry.family} launches "
+                         f"them for this entry")
         unlaunchable = [n for n in family.launch_exports() if kernel.cuda is not None and n not in kernel.cuda.exports]
         if unlaunchable:
             problems.add(base + ["kernel"], f"`exports` that give {', '.join(unlaunchable)}: family {entry.family} "
@@ -150,6 +154,11 @@ def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str,
     controls = _controls(problems, model, entries, gates_of, lines, import_kernels)
     _check_findings(problems, model, gates_of)
     return LoadedContract(problems.file, model, entries, controls, list(model.known_findings), dict(lines))
+
+
+def _launched_roles(family: Family) -> list[str]:
+    """The symbol roles the family launches for its entry (a malformed shape is gate 5's to report)."""
+    return [shape.role for shape in family.launch_shapes() or [] if isinstance(getattr(shape, "role", None), str)]
 
 
 def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: Family, base: Parts,

@@ -21,7 +21,8 @@ from kcontract.seeding import stream
 
 ABI = ("a", "b", "out", "m", "n", "k")  # a bf16 [m, k], b bf16 [n, k], out [m, n] in the entry's format
 CUDA_ARGS = ("a_map", "b_map", "out", "m", "n", "k")  # a CUDA kernel takes tensor maps of a and b
-TILES = ("tile_m", "tile_n", "tile_k", "multiple")  # what a CUDA kernel exports: its tile and the K, N multiple
+SHARED = ("tile_k", "multiple")  # what a CUDA kernel exports once: its k tile and the K, N multiple
+TILE = ("tile_m", "tile_n")  # and per symbol the schedule launches, as `{symbol}_tile_m`: that symbol's tile
 THREADS = 384  # a producer warpgroup and two consumer warpgroups
 FILLERS = 5  # other rows mixed into the variants suite's batches
 VARIANT_ROWS = 32  # rows of a case that gate 2 runs alone and in batches
@@ -54,7 +55,7 @@ class Matmul(Family):
         return TEMPLATE
 
     def launch_exports(self) -> tuple[str, ...]:
-        return TILES
+        return SHARED + tuple(f"{role}_{name}" for role in self._roles() for name in TILE)
 
     def template_args(self) -> dict[str, int]:
         """{split_k} and {out_bf16} for a CUDA kernel's symbols."""
@@ -92,13 +93,21 @@ class Matmul(Family):
                              [replace(v, label=title + v.label) for v in variants], axes=("row",))
 
     def batch_sizes(self) -> tuple[int, ...]:
-        """Batches of every size the kernel's row tiling treats differently: a few rows, one tile less one, one
-        tile, one more, and two tiles and one."""
-        tile = self.exports.get("tile_m", ROW_TILE)
-        return tuple(sorted(set(BATCH_SIZES) | {tile - 1, tile, tile + 1, 2 * tile + 1}))
+        """Batches of every size the kernel's row tiling treats differently: a few rows; of each scheduled tile
+        one tile less one, one tile, one more, and two tiles and one; and both sides of every schedule edge."""
+        sizes = set(BATCH_SIZES)
+        for role in self._roles():
+            tile = self.exports.get(f"{role}_tile_m", ROW_TILE)
+            sizes |= {tile - 1, tile, tile + 1, 2 * tile + 1}
+        sizes |= {rows for edge in self.spec.schedule if edge > 1 for rows in (edge - 1, edge)}
+        return tuple(sorted(sizes))
 
     def launch_shapes(self) -> list[LaunchShape]:
-        return [LaunchShape("matmul", THREADS)]
+        return [LaunchShape(role, THREADS) for role in self._roles()]
+
+    def _roles(self) -> list[str]:
+        """The kernel symbols the schedule launches, once each."""
+        return list(dict.fromkeys(self.spec.schedule.values()))
 
     def hints(self, kind: Kind) -> tuple[str, ...]:
         extra = {Kind.RANGES: ("a K tail dropped", "a bf16 or fp16 accumulator", "split-K pieces merged without "
@@ -158,10 +167,13 @@ class Matmul(Family):
         return bf16_bits_of_finite(a)
 
     def _launch(self, m: int, k: int, n: int) -> tuple[KernelLaunch, ...]:
-        """The CUDA launch (none where no kernel exported its tiles: a Python kernel ignores launches)."""
+        """The CUDA launch of the symbol the schedule gives M rows (none where no kernel exported its tiles: a
+        Python kernel ignores launches)."""
         if not self.exports:
             return ()
-        tm, tn, tk, multiple = (self.exports[name] for name in TILES)
+        role = self.spec.role(m)
+        tk, multiple = (self.exports[name] for name in SHARED)
+        tm, tn = (self.exports[f"{role}_{name}"] for name in TILE)
         arith = self.spec.arithmetic
         if tk != arith.k_tile:
             raise UsageError(f"entry {self.entry}: its kernel cuts K in tiles of {tk} (its export tile_k) and the "
@@ -171,7 +183,7 @@ class Matmul(Family):
                              f"(its export multiple): change the case's shape")
         grid = (-(-n // tn), -(-m // tm), arith.split_k)
         maps = {"a_map": TensorMap("a", (tk, tm)), "b_map": TensorMap("b", (tk, tn))}
-        return (KernelLaunch("matmul", grid, CUDA_ARGS, maps),)
+        return (KernelLaunch(role, grid, CUDA_ARGS, maps),)
 
     def _problem(self, label: str, inputs: dict[str, np.ndarray]) -> Problem:
         m, k = inputs["a"].shape

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -47,6 +47,10 @@ class MatmulSpec(Strict):
     """The entry's fields beside the generic ones."""
 
     arithmetic: Arithmetic = Arithmetic()
+    # which kernel symbol (its tile) a call of M rows launches: from each key's number of rows on, its symbol; the
+    # tiles change which block computes an output, never the declared order, so gate 2 runs batches across every edge
+    schedule: dict[Annotated[int, Field(ge=1, le=16384)], Annotated[str, Field(pattern=r"^[A-Za-z_]\w*$")]] = {
+        1: "matmul"}
     cases: list[Case] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -54,4 +58,10 @@ class MatmulSpec(Strict):
         for case in self.cases:
             if case.k < self.arithmetic.split_k:
                 raise ValueError(f"case {case.name}: K {case.k} below split_k {self.arithmetic.split_k}")
+        if 1 not in self.schedule:
+            raise ValueError(f"schedule: a symbol from 1 row on (its first key is {min(self.schedule)})")
         return self
+
+    def role(self, rows: int) -> str:
+        """The symbol a call of `rows` rows launches: the schedule's at the largest key not above it."""
+        return self.schedule[max(at for at in self.schedule if at <= rows)]

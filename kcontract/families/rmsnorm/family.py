@@ -40,7 +40,7 @@ class RMSNorm(Family):
     Spec = RMSNormSpec
     suites = frozenset({Suite.REALISTIC, Suite.VARIANTS, Suite.EXACT})
     abi = ABI["plain"]
-    bench_sizes = {"rows": (1, 256, 4096, 16384)}
+    bench_sizes = {"rows": (1, 256, 4096, 16384, 65536)}
     spec: RMSNormSpec
 
     @classmethod
