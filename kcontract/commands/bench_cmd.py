@@ -14,6 +14,8 @@ from kcontract.commands.common import contract_option, out, user_errors
 from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
+from kcontract.provenance import git_state
+from kcontract.report.receipt import carried_bench, entry_source_sha256
 
 
 def _sizes(given: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
@@ -37,7 +39,8 @@ def _sizes(given: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
               help="A call size the families name, e.g. n=1024,8192 (default: each family's own; repeatable).")
 @click.option("--repeat", type=click.IntRange(3, 1000), default=25, show_default=True, help="Timed calls per median.")
 @click.option("--json", "json_path", help="Write the rows as JSON.")
-@click.option("--receipt", "receipt_path", help="Add the rows to this receipt as `bench`.")
+@click.option("--receipt", "receipt_path", help="Add the rows to this receipt as `bench`, in place of the benched "
+              "entries' rows (other entries' rows stay where their kernel source is unchanged).")
 @user_errors
 def bench_command(contract_path, only, size, repeat, json_path, receipt_path) -> None:
     """Time every CUDA entry (median of --repeat calls by CUDA events, L2 flushed between) and print the table."""
@@ -65,7 +68,11 @@ def bench_command(contract_path, only, size, repeat, json_path, receipt_path) ->
         Path(json_path).write_text(json.dumps(result, indent=1) + "\n")
     if receipt_path:
         receipt = json.loads(Path(receipt_path).read_text())
-        receipt["bench"], receipt["bench_ceiling"] = result["rows"], result["ceiling"]
+        commit = git_state(Path(loaded.path).resolve().parent)["commit"]
+        rows = [{**row, "measured_at": commit, "source_sha256": entry_source_sha256(loaded, row["entry"])}
+                for row in result["rows"]]
+        receipt["bench"] = carried_bench(loaded, receipt, {e.name for e in entries}) + rows
+        receipt["bench_ceiling"] = result["ceiling"]
         Path(receipt_path).write_text(json.dumps(receipt, indent=1, sort_keys=True) + "\n")
 
 

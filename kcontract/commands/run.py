@@ -19,7 +19,7 @@ from kcontract.report.github import emit
 from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
 from kcontract.report.progress import RunProgress
-from kcontract.report.receipt import build_receipt, carried_mutation
+from kcontract.report.receipt import build_receipt, carried_bench, carried_mutation
 from kcontract.report.tables import control_table, entry_table, print_failures, profile_table
 from kcontract.runner.plan import Selection, plan_tasks
 from kcontract.runner.prebuild import prebuild
@@ -121,10 +121,13 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     if junit_path:
         write_junit(junit_path, junit_document(result.entries, result.controls, result.planted, summary))
     if receipt_path:
-        kept = carried_mutation(loaded, _previous(receipt_path))
+        previous = _previous(receipt_path)
+        kept = carried_mutation(loaded, previous)
+        rows = carried_bench(loaded, previous)
+        extra = ({"mutation": kept} if kept else {}) | (
+            {"bench": rows, "bench_ceiling": previous.get("bench_ceiling", {})} if rows else {})
         write_json(receipt_path, build_receipt(loaded, document, loaded.seed if seed is None else seed,
-                                               time.monotonic() - started, extra={"mutation": kept} if kept else None,
-                                               shard=covers))
+                                               time.monotonic() - started, extra=extra or None, shard=covers))
     pruned = keep_under_cap(cache_root(contract_path), begun)
     if pruned:
         err.print(f"note: {pruned}", markup=False)
@@ -133,7 +136,8 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
 
 
 def _previous(path: str) -> dict:
-    """The receipt already at `path` (its mutation scores carry over where the kernel is unchanged), or {}."""
+    """The receipt already at `path` (its mutation scores and bench rows carry over where the kernel is unchanged),
+    or {}."""
     try:
         previous = json.loads(Path(path).read_text())
     except (OSError, ValueError):

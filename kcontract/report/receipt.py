@@ -67,18 +67,45 @@ def build_receipt(loaded, document: dict, seed: int, wall_s: float, extra: dict 
 def carried_mutation(loaded, previous: dict) -> dict:
     """Mutation scores of a previous receipt whose entry still exists with the same kernel source (the sha256 the
     score names, else the previous receipt's `sources`); each marked with the commit it was measured at."""
-    base = Path(loaded.path).resolve().parent
     kept = {}
     for name, score in (previous.get("mutation") or {}).items():
-        entry = next((e for e in loaded.entries if e.name == name and e.kernel.cuda is not None), None)
-        if entry is None:
-            continue
-        source = resolve_source(base, entry.kernel.cuda.source).resolve().relative_to(base).as_posix()
-        then = score.get("source_sha256") or (previous.get("sources") or {}).get(source)
-        if then is not None and then == file_sha256(base / source):
-            measured = score.get("measured_at") or (previous.get("git") or {}).get("commit")
-            kept[name] = {**score, "measured_at": measured}
+        if _unchanged(loaded, previous, name, score.get("source_sha256")):
+            kept[name] = {**score, "measured_at": _measured_at(score, previous)}
     return kept
+
+
+def carried_bench(loaded, previous: dict, replaced: set[str] = frozenset()) -> list[dict]:
+    """A previous receipt's bench rows of entries not in `replaced` whose kernel source is unchanged (as for
+    mutation scores), each marked with the commit it was measured at."""
+    return [{**row, "measured_at": _measured_at(row, previous)} for row in previous.get("bench") or []
+            if row.get("entry") not in replaced and _unchanged(loaded, previous, row.get("entry"),
+                                                                row.get("source_sha256"))]
+
+
+def entry_source_sha256(loaded, name: str) -> str | None:
+    """The sha256 of a CUDA entry's kernel source, or None for another entry."""
+    entry = next((e for e in loaded.entries if e.name == name and e.kernel.cuda is not None), None)
+    if entry is None:
+        return None
+    base = Path(loaded.path).resolve().parent
+    return file_sha256(resolve_source(base, entry.kernel.cuda.source))
+
+
+def _unchanged(loaded, previous: dict, name: str | None, then: str | None) -> bool:
+    """The entry still exists with the kernel source it had when measured (`then`, else the previous receipt's
+    `sources`)."""
+    entry = next((e for e in loaded.entries if e.name == name and e.kernel.cuda is not None), None)
+    if entry is None:
+        return False
+    base = Path(loaded.path).resolve().parent
+    source = resolve_source(base, entry.kernel.cuda.source).resolve().relative_to(base).as_posix()
+    then = then or (previous.get("sources") or {}).get(source)
+    return then is not None and then == file_sha256(base / source)
+
+
+def _measured_at(item: dict, previous: dict) -> str | None:
+    """The commit a carried score or row was measured at: its own mark, else the previous receipt's commit."""
+    return item.get("measured_at") or (previous.get("git") or {}).get("commit")
 
 
 def _sharding(receipt: dict) -> list[str]:
@@ -147,6 +174,14 @@ def receipt_markdown(receipt: dict) -> str:
             lines.append(f"| {r.get('call', '')} | {size} | {r.get('us')} | {r.get('graph_us')} | {r.get('gbps')} | "
                          f"{share} | {r.get('tflops', '')} | {r.get('peer', '')} | {peer_us} | "
                          f"{r.get('peer_tflops') or ''} |")
+        now = (receipt.get("git") or {}).get("commit")
+        earlier = {}
+        for r in bench:
+            if r.get("measured_at") and r["measured_at"] != now:
+                earlier.setdefault(r["measured_at"][:7], []).append(r.get("entry", ""))
+        for commit, names in sorted(earlier.items()):
+            lines += ["", f"Rows of {', '.join(dict.fromkeys(names))} measured at {commit} (kernel source unchanged "
+                          f"since)."]
     kernels = {(e.get("kernel") or {}).get("toolchain") for e in receipt.get("entries", []) if e.get("kernel")}
     if kernels:
         lines += ["", f"Cubins built by: {', '.join(sorted(k for k in kernels if k))}"]
