@@ -59,7 +59,8 @@ class MatmulSpec(Strict):
             if case.k < self.arithmetic.split_k:
                 raise ValueError(f"case {case.name}: K {case.k} below split_k {self.arithmetic.split_k}")
         if 1 not in self.schedule:
-            raise ValueError(f"schedule: a symbol from 1 row on (its first key is {min(self.schedule)})")
+            first = f"its first key is {min(self.schedule)}" if self.schedule else "it names none"
+            raise ValueError(f"schedule: a symbol from 1 row on ({first})")
         return self
 
     def role(self, rows: int) -> str:
