@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import urllib.request
 import venv
@@ -33,6 +34,23 @@ def _index_reachable() -> bool:
 pytestmark = pytest.mark.skipif(not _index_reachable(), reason="no package index reachable (pypi.org) to install from")
 
 
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    """A copy of the checkout's tracked files to install from: building the package writes kcontract.egg-info
+    into its source tree, which other tests running beside these read entry points from."""
+    where = tmp_path_factory.mktemp("source") / "kcontract"
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode == 0 and listed.stdout:
+        for name in listed.stdout.decode().split("\0"):
+            if name and (ROOT / name).is_file():
+                (where / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / name, where / name)
+    else:
+        shutil.copytree(ROOT, where, ignore=shutil.ignore_patterns(".git", ".venv", ".kcontract-cache", "*.egg-info",
+                                                                   "__pycache__", "build"))
+    return where
+
+
 def fresh_venv(where: Path) -> Path:
     """A new virtual environment with pip; its python."""
     venv.EnvBuilder(with_pip=True).create(where)
@@ -52,9 +70,9 @@ def resolved(python: Path, report: Path, *requirements: str) -> dict[str, str]:
     return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
 
 
-def test_it_installs_beside_torchs_cuda_13_toolkit_and_compiles_with_its_nvrtc(tmp_path):
+def test_it_installs_beside_torchs_cuda_13_toolkit_and_compiles_with_its_nvrtc(tmp_path, source):
     python = fresh_venv(tmp_path / "venv")
-    done = pip(python, "install", "--quiet", *TORCH_CU130, "-e", str(ROOT))
+    done = pip(python, "install", "--quiet", *TORCH_CU130, "-e", str(source))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     checked = pip(python, "check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -73,22 +91,22 @@ def test_it_installs_beside_torchs_cuda_13_toolkit_and_compiles_with_its_nvrtc(t
     assert "SUMMARY check passed" in proc.stdout and "gate-5 controls: 2 red as planted, 0 missed" in proc.stdout
 
 
-def test_the_cuda_12_extras_bring_no_cuda_13_wheel(tmp_path):
+def test_the_cuda_12_extras_bring_no_cuda_13_wheel(tmp_path, source):
     python = fresh_venv(tmp_path / "venv")
     for extra in ("cuda12", "cu12"):
-        found = resolved(python, tmp_path / f"{extra}.json", *TORCH_CU128, "-e", f"{ROOT}[{extra}]")
+        found = resolved(python, tmp_path / f"{extra}.json", *TORCH_CU128, "-e", f"{source}[{extra}]")
         assert found["nvidia-cuda-nvrtc-cu12"] == "12.8.93" and "cupy-cuda12x" in found
         assert not [name for name in found if name in CUDA13 or (name == "cuda-bindings" and
                                                                  found[name].startswith("13"))], found
 
 
-def test_the_cuda_13_extra_takes_ranges_and_the_constraints_file_pins_the_records_toolchain(tmp_path):
+def test_the_cuda_13_extra_takes_ranges_and_the_constraints_file_pins_the_records_toolchain(tmp_path, source):
     python = fresh_venv(tmp_path / "venv")
-    beside_torch = resolved(python, tmp_path / "a.json", *TORCH_CU130, "-e", f"{ROOT}[cu13]")
+    beside_torch = resolved(python, tmp_path / "a.json", *TORCH_CU130, "-e", f"{source}[cu13]")
     assert beside_torch["nvidia-cuda-nvrtc"].startswith("13.0.") and "cupy-cuda13x" in beside_torch
-    pinned = resolved(python, tmp_path / "b.json", "-e", f"{ROOT}[compile,tools]", "-c",
+    pinned = resolved(python, tmp_path / "b.json", "-e", f"{source}[compile,tools]", "-c",
                       str(ROOT / "constraints" / "cuda-13.5.37.txt"))
     assert {pinned[n] for n in CUDA13[:4]} == {"13.5.37"} and "cupy-cuda13x" not in pinned
-    plain = resolved(python, tmp_path / "c.json", "-e", str(ROOT))
+    plain = resolved(python, tmp_path / "c.json", "-e", str(source))
     assert not [name for name in plain if name.startswith(("nvidia-", "cuda-", "cupy"))], plain
 
