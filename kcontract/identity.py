@@ -60,7 +60,7 @@ def family_files(cls: type) -> list[Path]:
     def family_code(path: Path) -> bool:
         if below(path, FAMILIES) or below(path, own):
             return True
-        return not below(path, PACKAGE) and not any(below(path, root) for root in _installed())
+        return not below(path, PACKAGE) and not any(below(path, root) for root in installed_roots())
 
     return sorted(module_files(cls.__module__, family_code))
 
@@ -73,7 +73,7 @@ def family_digest(cls: type) -> str:
 
 
 @lru_cache(maxsize=1)
-def _installed() -> tuple[Path, ...]:
+def installed_roots() -> tuple[Path, ...]:
     """Where the standard library and installed packages live."""
     paths = sysconfig.get_paths()
     return tuple(Path(paths[k]).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths)
@@ -106,9 +106,19 @@ def module_files(module: str, keep: Path | Callable[[Path], bool], seen: set[Pat
 def _imports(path: Path, package: str) -> list[str]:
     """Absolute names of the modules a file imports (relative imports resolved against its package)."""
     try:
+        stat = path.stat()
+    except OSError:
+        return []
+    return list(_parsed_imports(path, package, stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=4096)
+def _parsed_imports(path: Path, package: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """`_imports` of one version of a file (its modification time and size name the version)."""
+    try:
         tree = ast.parse(path.read_text(), str(path))
     except (SyntaxError, OSError, UnicodeDecodeError):
-        return []
+        return ()
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -123,7 +133,7 @@ def _imports(path: Path, package: str) -> list[str]:
             if stem:
                 names.append(stem)
                 names += [f"{stem}.{alias.name}" for alias in node.names]
-    return names
+    return tuple(names)
 
 
 def below(path: Path, base: Path) -> bool:

@@ -16,7 +16,7 @@ settings.load_profile("kcontract")
 def cpu_contract_run(tmp_path_factory) -> SimpleNamespace:
     """The CPU contract run whole by the installed console script from the repository root, at 80 columns with no
     terminal, writing a JSON report and a receipt: proc, report and receipt."""
-    from tests.test_installed import kcontract
+    from tests.helpers.cli import kcontract
 
     folder = tmp_path_factory.mktemp("cpu_run")
     report, receipt = folder / "run.json", folder / "whole.json"

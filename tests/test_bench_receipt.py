@@ -7,7 +7,8 @@ from pathlib import Path
 
 from kcontract.contract.loader import load_contract
 from kcontract.identity import file_sha256
-from kcontract.report.receipt import carried_bench, entry_source_sha256, receipt_markdown
+from kcontract.receipts.carried import carried_bench, entry_source_sha256
+from kcontract.report.receipt import receipt_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 

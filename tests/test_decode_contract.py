@@ -10,7 +10,7 @@ import pytest
 
 from kcontract.contract.loader import load_contract
 from kcontract.errors import ContractError
-from tests.test_installed import kcontract
+from tests.helpers.cli import kcontract
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = ROOT / "contract.yaml"

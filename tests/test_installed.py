@@ -16,25 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import SCRIPT, kcontract, no_traceback
+
 ROOT = Path(__file__).resolve().parents[1]
 CPU = ROOT / "tests" / "contracts" / "cpu.yaml"
-SCRIPT = Path(sys.executable).with_name("kcontract")
-
-
-def kcontract(*args: str, cwd: Path = ROOT, timeout: float = 600, env: dict | None = None
-              ) -> subprocess.CompletedProcess:
-    """Run the installed console script without PYTHONPATH, at 80 columns, with no terminal."""
-    assert SCRIPT.is_file(), f"{SCRIPT} is missing: install the package first (pip install -e '.[dev]')"
-    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KCONTRACT_IN_PROCESS")}
-    environ |= {"COLUMNS": "80"} | (env or {})
-    return subprocess.run([str(SCRIPT), *args], cwd=cwd, env=environ, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def no_traceback(proc: subprocess.CompletedProcess) -> None:
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
-
-
 def write_contract(tmp_path: Path, body: str) -> Path:
     """A contract in tmp_path beside a copy of this repository's test doubles (its Python kernels)."""
     (tmp_path / "tests").mkdir(exist_ok=True)

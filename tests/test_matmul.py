@@ -12,7 +12,7 @@ from kcontract.families.matmul.reference import ranges
 from kcontract.families.matmul.spec import Arithmetic
 from kcontract.numerics import expected_bounds, round_to
 from tests.oracles.mma_model import chain
-from tests.test_installed import kcontract, no_traceback
+from tests.helpers.cli import kcontract, no_traceback
 
 CONTRACT = "tests/contracts/matmul.yaml"
 

@@ -160,7 +160,7 @@ def test_survivors_go_to_the_sanitizer(tmp_path, monkeypatch):
 def test_a_new_receipt_keeps_mutation_scores_of_unchanged_kernels_only():
     from kcontract.contract.loader import load_contract
     from kcontract.identity import file_sha256
-    from kcontract.report.receipt import carried_mutation
+    from kcontract.receipts.carried import carried_mutation
 
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
     score = {"entry": "decode_d512_g16", "score_pct": 90.0}

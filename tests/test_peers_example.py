@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from kcontract.contract.loader import load_contract
-from tests.test_installed import kcontract, no_traceback
+from tests.helpers.cli import kcontract, no_traceback
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = ROOT / "examples" / "peers" / "contract.yaml"

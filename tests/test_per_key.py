@@ -15,7 +15,7 @@ from kcontract.families.attention.spec import ROW_CHUNK, Arithmetic
 from kcontract.numerics import expected_bounds, rn_bits
 from tests.doubles.decode import f32_of_bf16
 from tests.doubles.math_softmax import attend
-from tests.test_installed import kcontract, no_traceback
+from tests.helpers.cli import kcontract, no_traceback
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = "tests/contracts/per_key.yaml"

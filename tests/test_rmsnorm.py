@@ -11,7 +11,7 @@ from kcontract.families.rmsnorm.family import edge_rows, realistic_rows
 from kcontract.families.rmsnorm.reference import residual_sum, row_ranges
 from kcontract.families.rmsnorm.spec import Arithmetic
 from kcontract.numerics import expected_bounds, round_to
-from tests.test_installed import kcontract, no_traceback
+from tests.helpers.cli import kcontract, no_traceback
 
 CONTRACT = "tests/contracts/rmsnorm.yaml"
 

@@ -15,8 +15,11 @@ from click.testing import CliRunner
 
 from kcontract.cli import cli
 from kcontract.contract.loader import load_contract
-from kcontract.receipts import KIND, check_receipts
+from kcontract.receipts.judge import judge_rows
+from kcontract.receipts.form import KIND
+from kcontract.receipts.write import run_receipt
 from kcontract.runner.plan import Selection, plan_tasks
+from tests.helpers.receipts import passing_document
 from kcontract.runner.shard import (
     Shard,
     assign,
@@ -50,7 +53,8 @@ def receipts(tmp_path_factory, cpu_contract_run) -> dict[str, Path]:
     for name, extra in (("a", ("--shard", "1/2")), ("b", ("--shard", "2/2"))):
         done = kcontract("run", "--contract", str(CPU), "--jobs", "2", "--receipt", str(paths[name]), *extra)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    done = invoke("receipt", "merge", str(paths["a"]), str(paths["b"]), "-o", str(paths["merged"]))
+    done = invoke("receipt", "merge", "--contract", str(CPU), str(paths["a"]), str(paths["b"]), "-o",
+                  str(paths["merged"]))
     assert done.exit_code == 0, done.output
     assert done.stdout.splitlines() == [f"merged 2 shards on cpu into {paths['merged']}",
                                         json.loads(paths["whole"].read_text())["summary"]]
@@ -70,8 +74,9 @@ def test_merged_shards_equal_the_whole_run(receipts):
     whole, merged = read(receipts["whole"]), read(receipts["merged"])
     assert [gates(e) for e in merged["entries"]] == [gates(e) for e in whole["entries"]]
     assert [gates(c) for c in merged["controls"]] == [gates(c) for c in whole["controls"]]
-    for key in ("summary", "exit_code", "counts", "planted", "contract", "seed", "sources", "device"):
+    for key in ("summary", "exit_code", "counts", "planted", "contract", "seed", "notes", "device"):
         assert merged[key] == whole[key], key
+    assert [e["depends"] for e in merged["entries"]] == [e["depends"] for e in whole["entries"]]
     assert merged["covers"] == {**whole["covers"], "shards": 2}
     shards = [read(receipts["a"]), read(receipts["b"])]
     assert merged["wall_s"] == max(s["wall_s"] for s in shards)
@@ -101,16 +106,16 @@ def copied_contract(tmp_path: Path) -> Path:
 
 
 def test_receipt_check_takes_a_merged_receipt_and_refuses_a_lone_shard(receipts, tmp_path):
+    judged = judge_rows(load_contract(str(CPU), import_kernels=False), read(receipts["merged"]))
+    assert len(judged) == 25 and {j.state for j in judged} == {"current"}
     contract = copied_contract(tmp_path)
-    shutil.copy(receipts["merged"], tmp_path / "receipts" / "cpu-cpu.json")
-    assert check_receipts(load_contract(str(contract), import_kernels=False)).summary() == "1 receipt current"
     shutil.copy(receipts["a"], tmp_path / "receipts" / "cpu-shard1.json")
     done = invoke("receipt", "check", "--contract", str(contract))
     assert done.exit_code == 1
     assert ("FAIL receipts/cpu-shard1.json: invalid: shard 1/2 of cpu.yaml, not the whole contract: merge every "
             "shard's receipt with `kcontract receipt merge A.json B.json ... -o receipts/cpu-{gpu}.json`") \
         in done.output
-    assert "receipts: 1 of 2 receipts stale or invalid" in done.output
+    assert "receipts: 1 receipt: no rows, 1 invalid" in done.output
 
 
 @pytest.mark.parametrize("value", ["0/2", "3/2", "x", "1/65"])
@@ -184,20 +189,19 @@ def test_recorded_seconds_come_from_the_newest_whole_receipt(tmp_path):
 
 
 def shard_receipt(index: int, count: int = 2, **changes) -> dict:
-    """A made-up shard receipt of a contract with entries e1, e2 and control c1 on e1."""
-    split = {"entries": [["e1", 1], ["e2", 2]], "controls": [["c1", 1]]}
-    mine = {k: [n for n, i in v if i == index] for k, v in split.items()}
-    counts = {"kernels": len(mine["entries"]), "passed": len(mine["entries"]), "failed": 0, "known": 0,
-              "controls": len(mine["controls"]), "red": len(mine["controls"]), "missed": 0, "limit_problems": 0,
-              "judged": [1, 2], "failing_entries": [], "missed_controls": [], "notes": [], "findings": []}
-    receipt = {"kind": KIND, "contract": "c.yaml", "seed": 7, "sources": {"c.yaml": "ab" * 32},
-               "checker": {"sha256": "cd" * 32, "families": {}}, "git": {"commit": "0" * 40, "dirty": False},
-               "device": "cpu", "environment": {}, "wall_s": float(index),
-               "covers": {"entries": 2, "controls": 1, "partial": True, "shard": f"{index}/{count}", "split": split,
-                          "covered": mine},
-               "counts": counts, "summary": "SUMMARY", "exit_code": 0,
-               "entries": [{"task": {"name": n}, "gates": {}, "status": "ran"} for n in mine["entries"]],
-               "controls": [{"task": {"name": n}, "gates": {}, "status": "ran"} for n in mine["controls"]]}
+    """A made-up shard receipt of the CPU contract: its entries alternate between two shards, each with the
+    controls planted on it; every entry passes and every control is red."""
+    loaded = load_contract(str(CPU), import_kernels=False)
+    number = {e.name: i % 2 + 1 for i, e in enumerate(loaded.entries)}
+    split = {"entries": [[e.name, number[e.name]] for e in loaded.entries],
+             "controls": [[c.name, number[c.entry]] for c in loaded.controls]}
+    document = passing_document(loaded)
+    mine = {k: [row for row in document[k] if number[row["task"]["entry"]] == index] for k in ("entries", "controls")}
+    covers = {"shard": f"{index}/{count}", "split": split,
+              "covered": {k: [row["task"]["name"] for row in v] for k, v in mine.items()}}
+    receipt = run_receipt(loaded, {**document, **mine}, None, mode=f"shard {index}/{count}", seed=loaded.seed,
+                          wall_s=float(index), gpu=False, keep_rows=False, covers=covers)
+    receipt["git"] = {"commit": "0" * 40, "dirty": False}
     for key, value in changes.items():
         receipt[key] = value
     return receipt
@@ -208,16 +212,16 @@ def merge(tmp_path: Path, *receipts, output: str = "m.json"):
     for i, receipt in enumerate(receipts):
         paths.append(tmp_path / f"s{i}.json")
         paths[-1].write_text(receipt if isinstance(receipt, str) else json.dumps(receipt))
-    return invoke("receipt", "merge", *map(str, paths), "-o", str(tmp_path / output))
+    return invoke("receipt", "merge", "--contract", str(CPU), *map(str, paths), "-o", str(tmp_path / output))
 
 
 @pytest.mark.parametrize("receipts, why", [
     ((shard_receipt(1), shard_receipt(1)), "s0.json and {t}/s1.json are both shard 1/2 on cpu: give each shard's"),
-    ((shard_receipt(1),), "shard 2 of 2 on cpu missing (e2): run `kcontract run --shard I/2 --receipt FILE` for it"),
-    ((shard_receipt(1), shard_receipt(2, seed=8)), "s0.json and {t}/s1.json differ in seed (7 vs 8)"),
+    ((shard_receipt(1),), "shard 2 of 2 on cpu missing (np_decode_d512_g16, np_prompt_d256_g2_sliding, "),
+    ((shard_receipt(1), shard_receipt(2, seed=8)), "s0.json and {t}/s1.json differ in seed (20261130 vs 8)"),
     ((shard_receipt(1), shard_receipt(2, git={"commit": "1" * 40})), "differ in commit"),
-    ((shard_receipt(1), shard_receipt(2, sources={"c.yaml": "ef" * 32})),
-     "differ in sources (c.yaml: sha256 abababababab vs efefefefefef)"),
+    ((shard_receipt(1), shard_receipt(2, contract="other.yaml")), "differ in contract (cpu.yaml vs other.yaml)"),
+    ((shard_receipt(1), shard_receipt(2, format=None)), "s1.json: a shard receipt of the earlier whole-contract form"),
     ((shard_receipt(1), "hello"), "s1.json: not a kcontract receipt (not JSON); give the receipts"),
     ((shard_receipt(1), {"kind": "other"}), "s1.json: not a kcontract receipt (no \"kind\": \"kcontract-run\")"),
     ((shard_receipt(1), shard_receipt(2, 3)), "are shards of different splits (shard 1/2 and 2/3)"),
@@ -232,7 +236,7 @@ def test_merge_refuses_what_is_not_one_whole_run(tmp_path, receipts, why):
 
 def test_merge_keeps_gpu_kinds_apart_and_recounts_the_summary(tmp_path):
     failing = shard_receipt(2, environment={"gpu": "NVIDIA L4"}, device="gpu")
-    failing["counts"] |= {"passed": 0, "failed": 1, "failing_entries": ["e2"]}
+    failing["entries"][0]["gates"]["2"]["passed"] = False
     kinds = [shard_receipt(1, environment={"gpu": g}, device="gpu") for g in ("NVIDIA H200", "NVIDIA L4")]
     done = merge(tmp_path, kinds[0], shard_receipt(2, environment={"gpu": "NVIDIA H200"}, device="gpu"), kinds[1],
                  failing)
@@ -241,8 +245,9 @@ def test_merge_keeps_gpu_kinds_apart_and_recounts_the_summary(tmp_path):
                  failing, output="m-{gpu}.json")
     assert done.exit_code == 1, done.output
     h200, l4 = read(tmp_path / "m-h200.json"), read(tmp_path / "m-l4.json")
-    assert h200["summary"] == ("SUMMARY 2 kernels: 2 pass gates 1 and 2, 0 fail, 0 known findings; 1 controls: 1 red "
+    assert h200["summary"] == ("SUMMARY 5 kernels: 5 pass gates 1-4, 0 fail, 0 known findings; 20 controls: 20 red "
                                "as planted, 0 missed; 0 limit problems") and h200["exit_code"] == 0
-    assert l4["summary"].startswith("SUMMARY 2 kernels: 1 pass gates 1 and 2, 1 fail") and l4["exit_code"] == 1
-    assert l4["counts"]["failing_entries"] == ["e2"] and l4["covers"]["partial"] is False
-    assert [e["task"]["name"] for e in h200["entries"]] == ["e1", "e2"]
+    assert l4["summary"].startswith("SUMMARY 5 kernels: 4 pass gates 1-4, 1 fail") and l4["exit_code"] == 1
+    assert l4["counts"]["failing_entries"] == ["np_decode_d512_g16"] and l4["covers"]["partial"] is False
+    names = [e.name for e in load_contract(str(CPU), import_kernels=False).entries]
+    assert [e["task"]["name"] for e in h200["entries"]] == names

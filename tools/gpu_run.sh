@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU machine's run in one go, as a kernel author runs it: kcontract installed into the machine's own Python
-# (its torch, CuPy and NVRTC as they are), the whole contract run cold into a receipt, then the optional steps
-# (bench, mutate, sanitize, peers, plugin, tests);
-# full logs under $OUT, a short table last. STEPS picks steps (default install,run).
+# (its torch, CuPy and NVRTC as they are), the receipt's rows that are not current refreshed (`stale`, the default)
+# or the whole contract run cold (`run`), then the optional steps (bench, mutate, sanitize, peers, plugin, tests);
+# full logs under $OUT, a short table last. STEPS picks steps (default install,stale).
+#   RECHECK=1     the stale step also re-runs rows judged by an earlier kcontract (--recheck)
 #   RECEIPT=F     the receipt to write (default receipts/contract-h200.json); an existing one's mutation scores
 #                 carry over where the kernel is unchanged
 #   TOOLKIT=DIR   compile with the toolchain in DIR (lib64/libnvrtc.so, include/, version.json: the layout
@@ -18,7 +19,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcontract-out}
-STEPS=${STEPS:-install,run}
+STEPS=${STEPS:-install,stale}
 RECEIPT=${RECEIPT:-receipts/contract-h200.json}
 mkdir -p "$OUT"
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
@@ -43,6 +44,14 @@ if has run; then  # cold: an empty cache
     > "$OUT/run.log" 2>&1
   echo "run exit $? after $((SECONDS - began)) s (cold; kcontract is $(command -v kcontract))" >> "$OUT/run.log"
 fi
+if has stale; then  # only the rows that are not current, cold, written into a copy of the receipt
+  rm -rf "$KCONTRACT_CACHE"
+  [ -f "$RECEIPT" ] && cp "$RECEIPT" "$OUT/receipt.json"
+  began=$SECONDS
+  timeout "${RUN_LIMIT:-420}" kcontract run --stale ${RECHECK:+--recheck} --receipt "$OUT/receipt.json" \
+    --json "$OUT/run.json" --profile > "$OUT/run.log" 2>&1
+  echo "run exit $? after $((SECONDS - began)) s (stale, cold; kcontract is $(command -v kcontract))" >> "$OUT/run.log"
+fi
 if has bench || has mutate; then
   [ -f "$OUT/receipt.json" ] || cp "$RECEIPT" "$OUT/receipt.json"
 fi
@@ -65,11 +74,14 @@ if has sanitize; then  # each CUDA entry's smallest case and its controls under 
   timeout "${SANITIZE_LIMIT:-300}" kcontract run --sanitize --json "$OUT/sanitize.json" > "$OUT/sanitize.log" 2>&1
   echo "sanitize exit $?" >> "$OUT/sanitize.log"
 fi
-if has peers; then  # the peer kernels (examples/peers): their self-test, then their contract into its own receipt
+if has peers; then  # the peer kernels (examples/peers): their self-test, then their contract's stale rows (PEERS_WHOLE=1: all)
   PEERS_RECEIPT=${PEERS_RECEIPT:-examples/peers/receipts/contract-h200.json}
   [ -f "$PEERS_RECEIPT" ] && cp "$PEERS_RECEIPT" "$OUT/peers-receipt.json"
   { timeout 300 python3 -m examples.peers.selftest; echo "selftest exit $?"; } > "$OUT/peers-selftest.log" 2>&1
-  timeout "${PEERS_LIMIT:-400}" kcontract run --contract examples/peers/contract.yaml --receipt "$OUT/peers-receipt.json" \
+  peers_mode=--stale
+  [ -n "${PEERS_WHOLE:-}" ] && peers_mode=
+  timeout "${PEERS_LIMIT:-400}" kcontract run --contract examples/peers/contract.yaml $peers_mode \
+    --receipt "$OUT/peers-receipt.json" \
     --json "$OUT/peers.json" > "$OUT/peers.log" 2>&1
   echo "peers exit $?" >> "$OUT/peers.log"
 fi
@@ -84,13 +96,13 @@ if has tests; then
 fi
 echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/install.log" ] && grep -E "exit|^(torch|cupy|cuda|nvidia-cuda|pydantic) |Successfully|ERROR" "$OUT/install.log"
-[ -f "$OUT/run.log" ] && grep -E "^toolchain|^gate 5|^note|FAIL|MISSED|ERROR|crashed|timed out|SUMMARY|run exit|jobs auto" \
+[ -f "$OUT/run.log" ] && grep -E "^toolchain|^gate 5|^note|^--stale|FAIL|MISSED|ERROR|crashed|timed out|SUMMARY|run exit|jobs auto" \
   "$OUT/run.log" | cut -c1-240 | tail -30
 [ -f "$OUT/bench.log" ] && tail -40 "$OUT/bench.log" | cut -c1-200
 [ -f "$OUT/sanitize.log" ] && grep -vE ": clean, " "$OUT/sanitize.log" | cut -c1-300 | tail -20
 [ -f "$OUT/mutate.log" ] && grep -E "^(MUTATE|survived|mutate .* exit)" "$OUT/mutate.log" | cut -c1-240
 [ -f "$OUT/gpu-tests.log" ] && tail -16 "$OUT/gpu-tests.log"
 [ -f "$OUT/peers-selftest.log" ] && grep -E "^peer|exit" "$OUT/peers-selftest.log" | cut -c1-200
-[ -f "$OUT/peers.log" ] && grep -E "FAIL|MISSED|ERROR|crashed|timed out|SUMMARY|peers exit|error" "$OUT/peers.log" | cut -c1-240 | tail -30
+[ -f "$OUT/peers.log" ] && grep -E "^--stale|FAIL|MISSED|ERROR|crashed|timed out|SUMMARY|peers exit|error" "$OUT/peers.log" | cut -c1-240 | tail -30
 [ -f "$OUT/plugin.log" ] && tail -6 "$OUT/plugin.log"
 true

@@ -15,7 +15,7 @@ from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.provenance import git_state
-from kcontract.report.receipt import carried_bench, entry_source_sha256
+from kcontract.receipts.carried import carried_bench, entry_source_sha256
 
 
 def _sizes(given: tuple[str, ...]) -> dict[str, tuple[int, ...]]:

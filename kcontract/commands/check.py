@@ -14,7 +14,7 @@ from kcontract.commands.gate5_text import compile_failures, control_lines, findi
 from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.exitcodes import ExitCode
-from kcontract.receipts import check_receipts
+from kcontract.receipts.check import check_receipts
 from kcontract.records.gate5 import check_records
 from kcontract.sassdiff.unchanged import unchanged_patches
 from kcontract.toolchain.build import build
@@ -28,8 +28,10 @@ from kcontract.toolchain.units import contract_uses, group_units
 @contract_option
 @click.option("--jobs", type=click.IntRange(1, 64), help="Worker processes for cold compiles.")
 @strict_records_option
+@click.option("--strict", "strict_receipts", is_flag=True,
+              help="Receipt rows judged by an earlier kcontract (its core or their family changed) fail too.")
 @user_errors
-def check_command(contract_path: str, jobs: int | None, strict_records: bool) -> None:
+def check_command(contract_path: str, jobs: int | None, strict_records: bool, strict_receipts: bool) -> None:
     """Validate the contract, find unregistered kernels, compile for every SM, run gate 5, check receipts."""
     started, begun = time.monotonic(), time.time()  # begun: wall clock, as cache items are stamped
     loaded = load_contract(contract_path)
@@ -55,8 +57,8 @@ def check_command(contract_path: str, jobs: int | None, strict_records: bool) ->
 
     report = check_records(loaded, built=built, cache=cache, strict=strict_records) if built else None
     problems += gate5_lines(report) if report else []
-    receipts = check_receipts(loaded)
-    problems += receipts.stale
+    receipts = check_receipts(loaded, strict=strict_receipts, built=built)
+    problems += receipts.problems
     compiles = len(built.modules) + len(built.failures) if built else 0
     records = len(report.rows) if report else 0
     if compiles == 0 and records == 0 and not loaded.controls:
@@ -67,6 +69,8 @@ def check_command(contract_path: str, jobs: int | None, strict_records: bool) ->
         out.print(f"FAIL {line}", markup=False)
     for line in (control_lines(report) + finding_lines(report)) if report else []:
         out.print(line, markup=False)
+    for line in receipts.notes:
+        out.print(f"note: {line}", markup=False)
     pruned = keep_under_cap(cache_root(contract_path), begun)
     if pruned:
         err.print(f"note: {pruned}", markup=False)

@@ -1,9 +1,10 @@
-"""`kcontract receipt show|check|merge`: render a receipt as markdown, check that receipts are valid and current,
-or join shard receipts into one."""
+"""`kcontract receipt show|check|merge|upgrade`: render a receipt as markdown, judge receipts row by row, join
+shard receipts into one, or turn a receipt of the earlier whole-contract form into rows."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -13,15 +14,18 @@ from kcontract.commands.common import contract_option, out, require_writable, us
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.exitcodes import ExitCode
-from kcontract.receipts import RECEIPTS_DIR, check_receipts
+from kcontract.receipts.check import check_receipts
+from kcontract.receipts.form import RECEIPTS_DIR, is_receipt, is_rows, read_json
+from kcontract.receipts.merge import merge_receipts, output_paths
+from kcontract.receipts.upgrade import upgrade as upgraded
 from kcontract.report.json_report import write_json
-from kcontract.report.merge import merge_receipts, output_paths
 from kcontract.report.receipt import receipt_markdown
 
 
-@click.group("receipt", short_help="Show, check or merge run receipts.")
+@click.group("receipt", short_help="Show, check, merge or upgrade run receipts.")
 def receipt_group() -> None:
-    """Run receipts: show one as pull-request markdown, check them all, or merge shard receipts."""
+    """Run receipts: show one as pull-request markdown, judge them row by row, merge shard receipts, or upgrade
+    one of the earlier whole-contract form."""
 
 
 @receipt_group.command("show")
@@ -43,27 +47,35 @@ def show(contract_path: str, path: str | None) -> None:
     out.print(receipt_markdown(receipt), markup=False)
 
 
+strict_option = click.option("--strict", is_flag=True,
+                             help="Rows judged by an earlier kcontract (its core or their family changed) fail too.")
+
+
 @receipt_group.command("check")
 @contract_option
+@strict_option
 @user_errors
-def check(contract_path: str) -> None:
-    """Fail when a receipt beside the contract is stale or invalid, or a CUDA contract has none."""
-    report = check_receipts(load_contract(contract_path, import_kernels=False))
-    for line in report.stale:
+def check(contract_path: str, strict: bool) -> None:
+    """Judge every receipt beside the contract row by row: stale, missing, orphaned or failed rows fail."""
+    report = check_receipts(load_contract(contract_path, import_kernels=False), strict=strict)
+    for line in report.problems:
         out.print(f"FAIL {line}", markup=False)
+    for line in report.notes:
+        out.print(f"note: {line}", markup=False)
     out.print(f"receipts: {report.summary()}", markup=False)
     sys.exit(int(ExitCode.OK if report.passed else ExitCode.FAILED))
 
 
 @receipt_group.command("merge")
+@contract_option
 @click.argument("paths", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", required=True,
               help="The merged receipt; with shards of several GPU kinds put {gpu} in it (one receipt per kind).")
 @user_errors
-def merge(paths: tuple[str, ...], output: str) -> None:
+def merge(contract_path: str, paths: tuple[str, ...], output: str) -> None:
     """Join the receipts of `kcontract run --shard I/N --receipt` into one of the whole contract per GPU kind;
     exit with the merged run's exit code."""
-    merged = merge_receipts(list(paths))
+    merged = merge_receipts(load_contract(contract_path, import_kernels=False), list(paths))
     targets = output_paths(output, list(merged))
     for target in targets.values():
         require_writable(output=target)
@@ -74,3 +86,39 @@ def merge(paths: tuple[str, ...], output: str) -> None:
         out.print(receipt["summary"], markup=False)
         codes.append(receipt["exit_code"])
     sys.exit(next((code for code in codes if code), int(ExitCode.OK)))
+
+
+@receipt_group.command("upgrade")
+@contract_option
+@click.argument("paths", nargs=-1, type=click.Path(dir_okay=False))
+@user_errors
+def upgrade(contract_path: str, paths: tuple[str, ...]) -> None:
+    """Turn receipts of the earlier whole-contract form into rows, in place (default: every such receipt of the
+    contract under receipts/); no GPU needed."""
+    loaded = load_contract(contract_path, import_kernels=False)
+    if not paths:
+        folder = Path(contract_path).resolve().parent / RECEIPTS_DIR
+        paths = tuple(os.path.relpath(p) for p in sorted(folder.glob("*.json")) if _earlier_of(p, loaded))
+        if not paths:
+            raise UsageError(f"no receipt of the earlier form for {contract_path} under {folder}: nothing to upgrade")
+    receipts = {}
+    for path in paths:
+        data = read_json(path)
+        if data is None:
+            raise UsageError(f"{path}: no such file; give a receipt `kcontract run --receipt` wrote")
+        receipts[path] = upgraded(loaded, data, path)
+    for path, receipt in receipts.items():
+        require_writable(receipt=path)
+        write_json(path, receipt)
+        rows = len(receipt["entries"]) + len(receipt["controls"])
+        out.print(f"upgraded {path}: {rows} rows, each judged by the kcontract that made the receipt; `kcontract "
+                  f"receipt check` judges them", markup=False)
+
+
+def _earlier_of(path: Path, loaded) -> bool:
+    """Whether a file is a receipt of the earlier form for this contract."""
+    try:
+        data = read_json(path)
+    except UsageError:
+        return False
+    return is_receipt(data) and not is_rows(data) and data.get("contract") == Path(loaded.path).name

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from pathlib import Path
-
 import click
 
 from kcontract.cachesize import keep_under_cap
@@ -19,7 +16,10 @@ from kcontract.report.github import emit
 from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
 from kcontract.report.progress import RunProgress
-from kcontract.report.receipt import build_receipt, carried_bench, carried_mutation
+from kcontract.receipts.check import needs_gpu
+from kcontract.receipts.form import read_json
+from kcontract.receipts.stale import plan_stale
+from kcontract.receipts.write import run_receipt
 from kcontract.report.tables import control_table, entry_table, print_failures, profile_table
 from kcontract.runner.plan import Selection, plan_tasks
 from kcontract.runner.prebuild import prebuild
@@ -44,6 +44,9 @@ from kcontract.toolchain.cache import cache_root
               help="Run shard I of N: whole entries with their controls, balanced by recorded seconds.")
 @click.option("--receipt", "receipt_path",
               help="Write a receipt of the whole contract, or of a shard (merge them: `kcontract receipt merge`).")
+@click.option("--stale", is_flag=True,
+              help="Run only the receipt's rows that are not current, and write them into it (needs --receipt).")
+@click.option("--recheck", is_flag=True, help="With --stale: also the rows judged by an earlier kcontract.")
 @click.option("--no-cache", is_flag=True, help="Compute every float64 reference afresh (a cold run).")
 @click.option("--profile", is_flag=True, help="Print seconds per stage and peak memory of every gate.")
 @click.option("--sanitize", is_flag=True,
@@ -52,7 +55,7 @@ from kcontract.toolchain.cache import cache_root
 @click.option("--verbose", "-v", is_flag=True, help="Tracebacks of failing kernels and every control's evidence.")
 @user_errors
 def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
-                shard_text, receipt_path, no_cache, profile, sanitize, strict_records, verbose) -> None:
+                shard_text, receipt_path, stale, recheck, no_cache, profile, sanitize, strict_records, verbose) -> None:
     """Run the contract: each entry's gates, each control at its gate, and print the SUMMARY line."""
     started, begun = time.monotonic(), time.time()  # begun: wall clock, as cache items are stamped
     shard = parse_shard(shard_text) if shard_text is not None else None
@@ -65,6 +68,7 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
 
         sanitize_run(loaded, contract_path, tuple(only), tuple(control_names), no_controls, jobs, json_path)
     selection = Selection(tuple(only), tuple(control_names), gate, case, seed, no_controls, strict_records)
+    refresh = _stale_plan(loaded, selection, shard, receipt_path, stale, recheck)
     if receipt_path and selection.partial:
         raise UsageError("--receipt attests the whole contract: drop --only, --control, --gate, --case and "
                          "--no-controls")
@@ -72,6 +76,11 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
         raise UsageError(f"--shard {shard} splits the whole contract: drop --only, --control, --gate, --case and "
                          f"--no-controls")
     tasks = plan_tasks(loaded, contract_path, selection, cache=not no_cache)
+    if refresh is not None:
+        tasks = refresh.select(tasks)
+        err.print(refresh.line(), markup=False)
+        if not tasks:
+            _write_stale(loaded, receipt_path, refresh, None, None, started)
     covers = None
     if shard:
         part = shard_tasks(loaded, tasks, shard)
@@ -120,26 +129,53 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
         write_json(json_path, document)
     if junit_path:
         write_junit(junit_path, junit_document(result.entries, result.controls, result.planted, summary))
-    if receipt_path:
-        previous = _previous(receipt_path)
-        kept = carried_mutation(loaded, previous)
-        rows = carried_bench(loaded, previous)
-        extra = ({"mutation": kept} if kept else {}) | (
-            {"bench": rows, "bench_ceiling": previous.get("bench_ceiling", {})} if rows else {})
-        write_json(receipt_path, build_receipt(loaded, document, loaded.seed if seed is None else seed,
-                                               time.monotonic() - started, extra=extra or None, shard=covers))
     pruned = keep_under_cap(cache_root(contract_path), begun)
     if pruned:
         err.print(f"note: {pruned}", markup=False)
+    if refresh is not None:
+        _write_stale(loaded, receipt_path, refresh, document, summary, started)
+    if receipt_path:
+        previous = _previous(receipt_path)
+        mode = f"shard {shard}" if shard else "whole"
+        write_json(receipt_path, run_receipt(loaded, document, previous, mode=mode, seed=loaded.seed if seed is None
+                                             else seed, wall_s=time.monotonic() - started, gpu=needs_gpu(loaded),
+                                             keep_rows=False, notes=summary.notes, covers=covers))
     out.print(summary.line(), markup=False)
     sys.exit(int(summary.exit_code))
+
+
+def _stale_plan(loaded, selection, shard, receipt_path, stale: bool, recheck: bool):
+    """The rows `--stale` refreshes, or None for a plain run; the options it cannot take refused."""
+    if recheck and not stale:
+        raise UsageError("--recheck re-runs rows judged by an earlier kcontract with --stale: add --stale")
+    if not stale:
+        return None
+    if not receipt_path:
+        raise UsageError("--stale refreshes a receipt's rows: give the receipt with --receipt FILE")
+    if selection.partial or shard:
+        raise UsageError("--stale picks the rows itself: drop --only, --control, --gate, --case, --no-controls and "
+                         "--shard")
+    return plan_stale(loaded, receipt_path, recheck)
+
+
+def _write_stale(loaded, receipt_path: str, refresh, document, summary, started: float):
+    """Write the re-run rows into the receipt over its other rows, print the whole receipt's SUMMARY with how many
+    rows ran, and exit with the receipt's code."""
+    document = document or {"entries": [], "controls": [], "toolchain": None}
+    receipt = run_receipt(loaded, document, refresh.previous, mode="stale", seed=loaded.seed,
+                          wall_s=time.monotonic() - started, gpu=needs_gpu(loaded), keep_rows=True,
+                          notes=summary.notes if summary is not None else (refresh.previous or {}).get("notes", []))
+    if document["entries"] or document["controls"] or refresh.dropped:
+        write_json(receipt_path, receipt)
+    out.print(f"{receipt['summary']} (re-ran {len(refresh.rerun)} of {refresh.total} rows)", markup=False)
+    sys.exit(receipt["exit_code"])
 
 
 def _previous(path: str) -> dict:
     """The receipt already at `path` (its mutation scores and bench rows carry over where the kernel is unchanged),
     or {}."""
     try:
-        previous = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        previous = read_json(path)
+    except UsageError:
         return {}
     return previous if isinstance(previous, dict) else {}

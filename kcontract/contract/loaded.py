@@ -58,6 +58,7 @@ class LoadedContract:
     controls: list[LoadedControl] = field(default_factory=list)
     known_findings: list[KnownFinding] = field(default_factory=list)
     lines: dict[str, int] = field(default_factory=dict)  # field path ("entries[0].cases[1]") -> line
+    raw: dict = field(default_factory=dict)  # the file's YAML as parsed (receipt rows hash their own nodes of it)
 
     @property
     def seed(self) -> int:

@@ -65,6 +65,7 @@ def load_contract(path: str, *, import_kernels: bool = True) -> LoadedContract:
     problems.raise_all()
     loaded = _resolve(problems, model, specs, lines, import_kernels)
     problems.raise_all()
+    loaded.raw = data
     return loaded
 
 

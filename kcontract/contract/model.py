@@ -123,7 +123,8 @@ class Contract(Strict):
     version: Literal[1]
     seed: int = Field(ge=0, lt=2**63)
     targets: list[str] = list(DEFAULT_TARGETS)
-    require_receipt: bool = False  # `check` fails unless a current GPU receipt covers this contract
+    # `check` fails unless a receipt with rows covers this contract; "strict": rows judged by an earlier kcontract fail
+    require_receipt: bool | Literal["strict"] = False
     folders: Folders = Folders()
     kernels: dict[str, KernelRef] = {}  # named kernel references that entries and controls may use by name
     entries: list[Entry] = Field(min_length=1)

@@ -1,111 +1,7 @@
-"""A run's receipt: what ran where, every source it depended on with its sha256, per-gate counts, SUMMARY."""
+"""A receipt as the markdown a pull request wants: its rows by entry and gate, the runs that wrote them, the
+controls, mutation scores and the bench."""
 
 from __future__ import annotations
-
-import datetime
-import os
-import platform
-from pathlib import Path
-
-import numpy as np
-
-from kcontract import __version__
-from kcontract.contract.paths import resolve_source
-from kcontract.identity import file_sha256
-from kcontract.provenance import checker, git_state, run_sources
-from kcontract.receipts import KIND
-
-
-def uses_gpu(loaded) -> bool:
-    """Whether the contract's kernels run on a GPU (CUDA kernels or Python kernels on device arrays)."""
-    kernels = [e.kernel for e in loaded.entries] + [c.kernel for c in loaded.controls]
-    return any(k.cuda is not None or k.device for k in kernels)
-
-
-def environment(gpu: bool, toolchain: dict | None = None) -> dict:
-    """The host, Python and numpy, the toolchain that built the kernels (`nvrtc` its version); the GPU, its
-    driver, runtime and CuPy (with the NVRTC CuPy itself loaded) only when the run used a GPU."""
-    env = {"kcontract": __version__, "python": platform.python_version(), "numpy": np.__version__,
-           "machine": platform.machine(), "cpus": os.cpu_count()}
-    if toolchain:
-        env |= {"toolchain": toolchain["id"], "nvrtc": toolchain["nvrtc"], "nvrtc_from": toolchain["nvrtc_from"],
-                "headers": toolchain["headers"], "headers_from": toolchain["headers_from"]}
-    if gpu:
-        import cupy
-
-        props = cupy.cuda.runtime.getDeviceProperties(0)
-        env |= {"cupy": cupy.__version__, "gpu": props["name"].decode(), "sm": f"sm_{props['major']}{props['minor']}",
-                "driver": cupy.cuda.runtime.driverGetVersion(), "runtime": cupy.cuda.runtime.runtimeGetVersion(),
-                "cupy_nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))}
-    return env
-
-
-def build_receipt(loaded, document: dict, seed: int, wall_s: float, extra: dict | None = None,
-                  gpu: bool | None = None, shard: dict | None = None) -> dict:
-    """The receipt: the run document plus provenance (sources, checker, git) and environment; a shard's receipt
-    covers part of the contract (`shard`: its I/N, the split and the names it ran) until merged."""
-    base = Path(loaded.path).resolve().parent
-    gpu = uses_gpu(loaded) if gpu is None else gpu
-    return {
-        "kind": KIND,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "contract": Path(loaded.path).resolve().relative_to(base).as_posix(),
-        "covers": {"entries": len(loaded.entries), "controls": len(loaded.controls), "partial": bool(shard),
-                   **(shard or {})},
-        "device": "gpu" if gpu else "cpu",
-        "seed": seed,
-        "wall_s": round(wall_s, 2),
-        "git": git_state(base),
-        "checker": checker(loaded),
-        "environment": environment(gpu, document.get("toolchain")),
-        "sources": {p: file_sha256(base / p) for p in run_sources(loaded)},
-        **(extra or {}),
-        **document,
-    }
-
-
-def carried_mutation(loaded, previous: dict) -> dict:
-    """Mutation scores of a previous receipt whose entry still exists with the same kernel source (the sha256 the
-    score names, else the previous receipt's `sources`); each marked with the commit it was measured at."""
-    kept = {}
-    for name, score in (previous.get("mutation") or {}).items():
-        if _unchanged(loaded, previous, name, score.get("source_sha256")):
-            kept[name] = {**score, "measured_at": _measured_at(score, previous)}
-    return kept
-
-
-def carried_bench(loaded, previous: dict, replaced: set[str] = frozenset()) -> list[dict]:
-    """A previous receipt's bench rows of entries not in `replaced` whose kernel source is unchanged (as for
-    mutation scores), each marked with the commit it was measured at."""
-    return [{**row, "measured_at": _measured_at(row, previous)} for row in previous.get("bench") or []
-            if row.get("entry") not in replaced and _unchanged(loaded, previous, row.get("entry"),
-                                                                row.get("source_sha256"))]
-
-
-def entry_source_sha256(loaded, name: str) -> str | None:
-    """The sha256 of a CUDA entry's kernel source, or None for another entry."""
-    entry = next((e for e in loaded.entries if e.name == name and e.kernel.cuda is not None), None)
-    if entry is None:
-        return None
-    base = Path(loaded.path).resolve().parent
-    return file_sha256(resolve_source(base, entry.kernel.cuda.source))
-
-
-def _unchanged(loaded, previous: dict, name: str | None, then: str | None) -> bool:
-    """The entry still exists with the kernel source it had when measured (`then`, else the previous receipt's
-    `sources`)."""
-    entry = next((e for e in loaded.entries if e.name == name and e.kernel.cuda is not None), None)
-    if entry is None:
-        return False
-    base = Path(loaded.path).resolve().parent
-    source = resolve_source(base, entry.kernel.cuda.source).resolve().relative_to(base).as_posix()
-    then = then or (previous.get("sources") or {}).get(source)
-    return then is not None and then == file_sha256(base / source)
-
-
-def _measured_at(item: dict, previous: dict) -> str | None:
-    """The commit a carried score or row was measured at: its own mark, else the previous receipt's commit."""
-    return item.get("measured_at") or (previous.get("git") or {}).get("commit")
 
 
 def _sharding(receipt: dict) -> list[str]:
@@ -121,6 +17,16 @@ def _sharding(receipt: dict) -> list[str]:
                 + ", ".join(f"{s.get('shard')} {s.get('wall_s')}" for s in shards) + ")."]
 
 
+def _runs(receipt: dict) -> list[str]:
+    """A line naming the runs whose rows the receipt holds, where there are several."""
+    runs = receipt.get("runs") or []
+    if len(runs) < 2:
+        return []
+    return ["", "Rows from " + str(len(runs)) + " runs: " + "; ".join(
+        f"{r.get('mode')} at {str((r.get('git') or {}).get('commit'))[:12]} ({r.get('created')}, {r.get('rows')} of "
+        f"{r.get('of')} rows, {r.get('wall_s')} s)" for r in runs) + "."]
+
+
 def receipt_markdown(receipt: dict) -> str:
     """The receipt as the markdown a pull request wants."""
     env = receipt.get("environment", {})
@@ -128,7 +34,7 @@ def receipt_markdown(receipt: dict) -> str:
     commit = f"{str(git.get('commit'))[:12]}{' (dirty tree)' if git.get('dirty') else ''}"
     lines = [(f"**kcontract receipt** ({receipt.get('created', '?')}, contract `{receipt.get('contract')}` at "
               f"{commit}, seed {receipt.get('seed')}, {receipt.get('device', '?')}, {receipt.get('wall_s', '?')} s)"),
-             "", "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), *_sharding(receipt), "",
+             "", "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), *_sharding(receipt), *_runs(receipt), "",
              "| entry | gate | verdict | checked | decided | bit-equal | within | failures | s |",
              "|---|---|---|---|---|---|---|---|---|"]
     for entry in receipt.get("entries", []):

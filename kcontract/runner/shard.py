@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kcontract.contract.loaded import LoadedContract
 from kcontract.errors import UsageError
-from kcontract.receipts import KIND, RECEIPTS_DIR
+from kcontract.receipts.form import KIND, RECEIPTS_DIR
 from kcontract.runner.plan import weight
 from kcontract.verdict.outcome import Task
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from kcontract.gates.base import GateResult
+from kcontract.gates.base import GateResult, Offender
 
 
 @dataclass
@@ -72,3 +72,18 @@ def merge_outcomes(outcomes: list[Outcome]) -> list[Outcome]:
         if m.status == "ran" and o.status != "ran":
             m.status, m.detail, m.trace, m.fatal = o.status, o.detail, o.trace, o.fatal
     return list(merged.values())
+
+
+def outcome_from_plain(data: dict) -> Outcome:
+    """An Outcome back from its JSON form (a report's or a receipt row's), gate results and offenders included."""
+    task_fields = {f.name for f in dataclasses.fields(Task)}
+    task = Task(**{k: v for k, v in (data.get("task") or {}).items() if k in task_fields})
+    gates = {}
+    for number, plain in (data.get("gates") or {}).items():
+        fields = {k: v for k, v in plain.items() if k in GateResult.__dataclass_fields__}
+        if isinstance(fields.get("worst"), dict):
+            fields["worst"] = Offender(**fields["worst"])
+        fields["causes"] = tuple(fields.get("causes") or ())
+        gates[int(number)] = GateResult(**fields)
+    kept = {k: data[k] for k in ("status", "detail", "trace", "seconds", "fatal", "kernel") if k in data}
+    return Outcome(task, gates=gates, **kept)

@@ -1,0 +1,7 @@
+"""Receipts: a row per entry and control of a contract, each judged current or not on its own.
+
+`form` reads the file, `depends` says what a row depends on, `rows` makes and merges rows and recomputes the
+SUMMARY, `write` writes a run into its receipt, `judge` and `check` judge rows, `machine` keeps rows whose machine
+code is unchanged current, `merge` joins shards, `upgrade` turns the earlier whole-contract form into rows, and
+`carried` keeps mutation scores and bench rows while their kernel source is unchanged.
+"""

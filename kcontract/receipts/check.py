@@ -1,0 +1,181 @@
+"""`receipt check` and `check`: every receipt beside a contract judged row by row.
+
+Stale, missing, orphaned and failed rows fail, grouped by cause, each line naming its rows and the command that
+refreshes them. Rows judged by an earlier checker give one line with their count; they fail only under
+`--strict` or `require_receipt: strict`. Rows current by machine code say so. A receipt is invalid when it is no
+receipt, has the earlier whole-contract form, covers one shard, or ran without a GPU although the contract's
+kernels need one. `require_receipt` demands a receipt with rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kcontract.receipts.form import RECEIPTS_DIR, is_receipt, is_rows, is_shard, receipt_name
+from kcontract.receipts.judge import CURRENT, FAILED, MISSING, ORPHANED, STALE, RowJudgement, judge_rows
+from kcontract.receipts.machine import MachineCode
+
+SHOWN_NAMES = 6  # rows named in a line before "and N more"
+
+
+@dataclass
+class ReceiptReport:
+    """Every receipt of a contract judged: failing lines, notes, and counts of rows by state."""
+
+    receipts: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # one line each, "receipts/x.json: ..."
+    notes: list[str] = field(default_factory=list)  # lines that inform without failing
+    rows: Counter = field(default_factory=Counter)  # state -> rows; also "machine code" and "earlier checker"
+    invalid: int = 0
+    strict: bool = False
+    missing: bool = False  # the contract requires a receipt and has none with rows
+
+    @property
+    def passed(self) -> bool:
+        """No failing line."""
+        return not self.problems
+
+    @property
+    def stale(self) -> list[str]:
+        """The failing lines (the name `check` has always printed them under)."""
+        return self.problems
+
+    def summary(self) -> str:
+        """`no receipts`, or `1 receipt: 57 of 58 rows current (2 by machine code), 1 stale; 58 judged by an
+        earlier kcontract`."""
+        if not self.receipts:
+            return "no receipts" + ("; the contract requires one" if self.missing else "")
+        n = len(self.receipts)
+        total = sum(self.rows[s] for s in (CURRENT, STALE, MISSING, FAILED))
+        text = f"{n} receipt{'s' if n != 1 else ''}: " + (f"{self.rows[CURRENT]} of {total} rows current" if total
+                                                           else "no rows")
+        if self.rows["machine code"]:
+            text += f" ({self.rows['machine code']} by machine code)"
+        text += "".join(f", {self.rows[s]} {s}" for s in (STALE, MISSING, ORPHANED, FAILED) if self.rows[s])
+        text += f", {self.invalid} invalid" if self.invalid else ""
+        if self.rows["earlier checker"]:
+            text += f"; {self.rows['earlier checker']} judged by an earlier kcontract"
+            text += " (failing: strict)" if self.strict else ""
+        return text + ("; the contract requires one" if self.missing else "")
+
+
+def needs_gpu(loaded) -> bool:
+    """Whether the contract's kernels run on a GPU (CUDA kernels or Python kernels on device arrays)."""
+    kernels = [e.kernel for e in loaded.entries] + [c.kernel for c in loaded.controls]
+    return any(k.cuda is not None or k.device for k in kernels)
+
+
+def refresh(loaded, receipt: Path | str, recheck: bool = False) -> str:
+    """The command that refreshes a receipt's rows (paths as seen from here), where it must run, and committing
+    it."""
+    where = " on a GPU" if needs_gpu(loaded) else ""
+    flags = "--stale --recheck" if recheck else "--stale"
+    return (f"run `kcontract run --contract {_here(loaded.path)} {flags} --receipt {_here(receipt)}`{where} and "
+            f"commit it")
+
+
+def _here(path: Path | str) -> str:
+    """A path relative to the working directory where it lies below it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return os.fspath(path)
+
+
+def check_receipts(loaded, strict: bool = False, built=None) -> ReceiptReport:
+    """Judge every receipt of this contract beside it (another contract's receipts are its own `check`'s);
+    `built`: the contract's current build, reused for machine-code comparisons."""
+    base = Path(loaded.path).resolve().parent
+    strict = strict or loaded.model.require_receipt == "strict"
+    report = ReceiptReport(strict=strict)
+    folder = base / RECEIPTS_DIR
+    covered = False
+    with MachineCode(loaded, built) as machine:
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            shown = f"{RECEIPTS_DIR}/{path.name}"
+            try:
+                data = json.loads(path.read_text())
+            except ValueError as error:
+                report.receipts.append(shown)
+                report.invalid += 1
+                report.problems.append(f"{shown}: not valid JSON ({error})")
+                continue
+            if is_receipt(data) and data.get("contract") != Path(loaded.path).name:
+                continue
+            report.receipts.append(shown)
+            why = _invalid(data, loaded, path)
+            if why:
+                report.invalid += 1
+                report.problems.append(f"{shown}: {why}")
+                continue
+            covered = True
+            _judge(report, loaded, data, path, machine)
+    if not covered and loaded.model.require_receipt:
+        report.missing = True
+        report.problems.append(f"{Path(loaded.path).name} requires a receipt and none with rows covers it: run "
+                               f"`kcontract run --contract {_here(loaded.path)} --receipt "
+                               f"{_here(base / receipt_name(Path(loaded.path), 'GPU'))}` on a GPU and commit it")
+    return report
+
+
+def _invalid(data, loaded, path: Path) -> str:
+    """Why a receipt file is invalid as a whole ('' where it is not)."""
+    shown = _here(path)
+    if not is_receipt(data):
+        return f"not a kcontract receipt (no \"kind\": \"kcontract-run\"): {refresh(loaded, shown)}"
+    if not is_rows(data):
+        return (f"a receipt of the earlier whole-contract form: turn it into rows with `kcontract receipt upgrade "
+                f"{shown}`, then commit it")
+    if is_shard(data):
+        return (f"invalid: shard {data['covers']['shard']} of {data.get('contract')}, not the whole contract: merge "
+                f"every shard's receipt with `kcontract receipt merge A.json B.json ... -o "
+                f"{receipt_name(Path(loaded.path), '{gpu}')}` and commit the merged receipt instead")
+    if needs_gpu(loaded) and data.get("device") != "gpu":
+        return (f"invalid: ran on {data.get('device') or 'an unknown device'}, and {data.get('contract')} has "
+                f"kernels that run on a GPU: {refresh(loaded, shown)}")
+    return ""
+
+
+def _judge(report: ReceiptReport, loaded, data: dict, path: Path, machine: MachineCode) -> None:
+    """Count one receipt's rows by state; failing lines grouped by state and cause; notes likewise."""
+    shown = f"{RECEIPTS_DIR}/{path.name}"
+    judged = judge_rows(loaded, data, machine)
+    groups: dict[tuple[str, str], list[RowJudgement]] = {}
+    for j in judged:
+        report.rows[j.state] += 1
+        if j.state != CURRENT:
+            groups.setdefault((j.state, j.cause), []).append(j)
+        elif j.machine:
+            report.rows["machine code"] += 1
+            groups.setdefault(("machine code", j.machine), []).append(j)
+    for (state, cause), rows in groups.items():
+        names = _names(rows)
+        if state == "machine code":
+            report.notes.append(f"{shown}: {_rows(len(rows))} current by machine code ({names}): {cause}")
+            continue
+        what = {STALE: f"{cause}", MISSING: "no row yet", ORPHANED: "the contract has no such entry or control "
+                "(a refresh drops the row)", FAILED: f"its outcome failed ({cause}): fix it, then"}[state]
+        sep = " " if state == FAILED else ": "
+        report.problems.append(f"{shown}: {_rows(len(rows))} {state} ({names}): {what}{sep}{refresh(loaded, path)}")
+    earlier = [j for j in judged if j.earlier and j.state != ORPHANED]
+    if earlier:
+        report.rows["earlier checker"] += len(earlier)
+        causes = sorted({j.earlier for j in earlier})
+        line = (f"{shown}: {_rows(len(earlier))} of {len(judged)} judged by an earlier kcontract ({causes[0]}"
+                f"{f' and {len(causes) - 1} more' if len(causes) > 1 else ''}): "
+                f"{refresh(loaded, path, recheck=True).replace('run `', 'refresh them with `', 1)}")
+        (report.problems if report.strict else report.notes).append(line)
+
+
+def _rows(n: int) -> str:
+    return f"{n} row{'s' if n != 1 else ''}"
+
+
+def _names(rows: list[RowJudgement]) -> str:
+    shown = [r.shown for r in rows[:SHOWN_NAMES]]
+    return ", ".join(shown) + (f" and {len(rows) - SHOWN_NAMES} more" if len(rows) > SHOWN_NAMES else "")

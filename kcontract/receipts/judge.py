@@ -1,0 +1,132 @@
+"""Each row of a receipt judged against the contract and files as they stand now.
+
+A row is current (its node, seed and files unchanged, or only CUDA files changed and its machine code did not),
+stale (a dependency changed), missing (an entry or control without a row), orphaned (a row whose entry or
+control is gone) or failed (its outcome did not pass). Apart from its state, a row may have been judged by an
+earlier checker: kcontract's core or the row's family changed since.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcontract.receipts.depends import row_checker, row_depends
+from kcontract.receipts.form import rows_of
+from kcontract.receipts.rows import contract_keys
+
+CURRENT, STALE, MISSING, ORPHANED, FAILED = "current", "stale", "missing", "orphaned", "failed"
+STATES = (CURRENT, STALE, MISSING, ORPHANED, FAILED)
+
+
+@dataclass
+class RowJudgement:
+    """One row's state, what made it so, and whether an earlier checker judged it."""
+
+    key: tuple[str, str]
+    state: str
+    cause: str = ""  # stale: what changed; failed: what failed
+    machine: str = ""  # current only because its machine code is unchanged: what changed and the comparison
+    earlier: str = ""  # the checker changed since: how
+
+    @property
+    def shown(self) -> str:
+        """`entry_name` or `control control_name`."""
+        kind, name = self.key
+        return name if kind == "entry" else f"control {name}"
+
+
+def judge_rows(loaded, data: dict, machine=None) -> list[RowJudgement]:
+    """Every row the contract calls for, then every orphaned row; `machine` (receipts.machine.MachineCode) decides
+    rows whose only change is in CUDA files, else they are stale."""
+    rows = rows_of(data)
+    wanted = contract_keys(loaded)
+    judged = [judge_row(loaded, key, rows[key], machine) if key in rows else RowJudgement(key, MISSING)
+              for key in wanted]
+    return judged + [RowJudgement(key, ORPHANED) for key in rows if key not in set(wanted)]
+
+
+def judge_row(loaded, key: tuple[str, str], row: dict, machine=None) -> RowJudgement:
+    """One present row."""
+    kind, name = key
+    then, now = row.get("depends") or {}, row_depends(loaded, kind, name)
+    judgement = RowJudgement(key, CURRENT, earlier=_earlier(row.get("checker"), row_checker(loaded, kind, name)))
+    changes = _changes(loaded, key, then, now)
+    files = _changed_files(then, now)
+    if changes:
+        verdict = None
+        subject = loaded.entry(name) if kind == "entry" else loaded.control(name)
+        if machine is not None and len(changes) == len(files) and subject.kernel.cuda is not None:
+            verdict = machine.compare(subject.kernel, row.get("ran") or {}, then.get("files") or {})
+        if verdict is not None and verdict.same:
+            judgement.machine = f"{', '.join(files)} changed, {verdict.text}"
+        else:
+            judgement.state = STALE
+            judgement.cause = "; ".join(changes + ([verdict.text] if verdict is not None and verdict.text else []))
+            return judgement
+    failure = _failure(loaded, key, row)
+    if failure:
+        judgement.state, judgement.cause = FAILED, failure
+    return judgement
+
+
+def _changes(loaded, key, then: dict, now: dict) -> list[str]:
+    """What changed since the row ran, a phrase each: seed, node, then files."""
+    kind, name = key
+    out = []
+    if then.get("seed") != now["seed"]:
+        out.append(f"the seed changed ({then.get('seed')}, now {now['seed']})")
+    if then.get("node") != now["node"]:
+        where = f"{'entries' if kind == 'entry' else 'controls'}[{_index(loaded, key)}]"
+        line = loaded.lines.get(where)
+        out.append(f"its node at {Path(loaded.path).name}{':' + str(line) if line else ''} changed")
+    old, new = then.get("files") or {}, now["files"]
+    for path in sorted(set(old) | set(new)):
+        if path not in new:
+            out.append(f"{path} is no longer among its files")
+        elif path not in old:
+            out.append(f"{path} is new among its files")
+        elif old[path] != new[path]:
+            out.append(f"{path} changed (sha256 {str(old[path])[:12]}, now {new[path][:12]})")
+    return out
+
+
+def _changed_files(then: dict, now: dict) -> list[str]:
+    """The files whose sha256 differs, or which joined or left the row's files."""
+    old, new = then.get("files") or {}, now["files"]
+    return [p for p in sorted(set(old) | set(new)) if old.get(p) != new.get(p)]
+
+
+def _index(loaded, key) -> int:
+    kind, name = key
+    return (loaded.entry(name) if kind == "entry" else loaded.control(name)).index
+
+
+def _earlier(then, now: dict) -> str:
+    """How the checker that judged the row differs from this one ('' where it does not)."""
+    then = then if isinstance(then, dict) else {}
+    parts = []
+    if then.get("core") != now["core"]:
+        parts.append(f"core {str(then.get('core'))[:12]}, now {now['core'][:12]}")
+    if then.get("family") != now["family"] or then.get("family_sha256") != now["family_sha256"]:
+        parts.append(f"family {now['family']} {str(then.get('family_sha256'))[:12]}, now {now['family_sha256'][:12]}")
+    return "; ".join(parts)
+
+
+def _failure(loaded, key, row: dict) -> str:
+    """What the row's outcome failed ('' where it passed): an entry red at a gate that is no known finding, a
+    control not red at its planted gate, or a task that did not run to its end."""
+    kind, name = key
+    status = row.get("status")
+    gates = row.get("gates") or {}
+    red = sorted(int(g) for g, r in gates.items() if isinstance(r, dict) and not r.get("passed"))
+    if kind == "control":
+        planted = loaded.control(name).gate
+        if status != "ran":
+            return f"{status}: {str(row.get('detail', ''))[:120]}"
+        return "" if planted in red else f"not red at its planted gate {planted}"
+    if status != "ran":
+        return f"{status}: {str(row.get('detail', ''))[:120]}"
+    known = {k.gate for k in loaded.known_findings if k.entry == name}
+    unexplained = [g for g in red if g not in known]
+    return f"red at gate {', '.join(map(str, unexplained))}" if unexplained else ""

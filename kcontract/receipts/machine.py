@@ -1,0 +1,108 @@
+"""Machine-code currency: a CUDA row whose files changed stays current where its machine code did not.
+
+The row's kernel is built twice with the toolchain in use, for every target SM it builds: from the files at the
+commit the row ran at (each checked against the sha256 the row recorded) and from the files now. Where every
+symbol of the row has the same machine code (sassdiff/machine.py: bytes, else normalised SASS) and every
+exported constant the same value on every SM, the change did not reach what ran. This is `kcontract sass-diff`'s
+comparison, made for one row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from pathlib import Path
+
+from kcontract.errors import KContractError
+from kcontract.identity import file_sha256
+from kcontract.sassdiff.machine import same_machine_code
+from kcontract.sassdiff.revision import checkout, repo_root
+from kcontract.toolchain.build import build
+from kcontract.toolchain.cache import CompileCache, cache_root
+from kcontract.toolchain.exports import ExportError, module_exports
+from kcontract.toolchain.locate import find_toolchain
+from kcontract.toolchain.units import unit_of
+
+
+@dataclasses.dataclass
+class Verdict:
+    """Whether the machine code is unchanged, and the phrase that says so or why it could not be told."""
+
+    same: bool
+    text: str
+
+
+class MachineCode:
+    """Compares rows' kernels at their commit with the kernels now; revisions are exported once per commit."""
+
+    def __init__(self, loaded, built=None):
+        self.loaded = loaded
+        self.base = Path(loaded.path).resolve().parent
+        self.built = built  # the current build, where the caller has one
+        self._stack = contextlib.ExitStack()
+        self._trees: dict[str, Path | str] = {}
+
+    def __enter__(self) -> MachineCode:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def _old_base(self, commit: str) -> Path | str:
+        """The contract's folder in an export of `commit`, or why there is none."""
+        if commit not in self._trees:
+            try:
+                repo = repo_root(self.base)
+                tree = self._stack.enter_context(checkout(repo, commit))
+                self._trees[commit] = tree / self.base.relative_to(repo.resolve())
+            except (KContractError, ValueError, OSError):
+                self._trees[commit] = f"commit {commit[:12]} is not in this clone"
+        return self._trees[commit]
+
+    def compare(self, kernel, ran: dict, recorded: dict[str, str]) -> Verdict:
+        """The row's kernel built from its commit's files and from today's, compared on every target SM."""
+        if kernel.cuda is None:
+            return Verdict(False, "")
+        commit = ran.get("commit")
+        if not commit or ran.get("dirty") is not False:
+            return Verdict(False, "machine code not compared: the row ran on a tree that was no clean commit")
+        old = self._old_base(commit)
+        if isinstance(old, str):
+            return Verdict(False, f"machine code not compared: {old}")
+        for name, sha in recorded.items():
+            path = old / name
+            if not path.is_file() or file_sha256(path) != sha:
+                return Verdict(False, f"machine code not compared: {name} at {commit[:12]} is not the file the row "
+                                      f"ran")
+        try:
+            return self._compare(kernel.cuda, old, commit)
+        except KContractError as error:
+            return Verdict(False, f"machine code not compared: {error.message}")
+
+    def _compare(self, cuda, old: Path, commit: str) -> Verdict:
+        now = unit_of(self.loaded, cuda)
+        then = dataclasses.replace(now, source=old / now.source.resolve().relative_to(self.base),
+                                   patch=old / now.patch.resolve().relative_to(self.base) if now.patch else None)
+        tool = find_toolchain()
+        sms = [sm for sm in self.loaded.targets if tool.builds(sm)]
+        cache = CompileCache(cache_root(self.loaded.path))
+        current = self.built if self.built is not None and all(self.built.module(now, sm) for sm in sms) else \
+            build([now], sms, cache, self.base, toolchain=tool)
+        earlier = build([then], sms, cache, old, toolchain=tool)
+        symbols = list(cuda.symbols.values())
+        for sm in sms:
+            a, b = earlier.module(then, sm), current.module(now, sm)
+            if a is None or b is None:
+                return Verdict(False, f"machine code not compared: {cuda.source} does not compile for {sm} "
+                                      f"{'now' if b is None else 'at ' + commit[:12]}")
+            changed = same_machine_code(a, b, symbols, cache)
+            if changed:
+                return Verdict(False, f"its machine code changed on {sm} ({changed[0]})")
+            try:
+                if module_exports(a, now.exports) != module_exports(b, now.exports):
+                    return Verdict(False, f"its exported constants changed on {sm}")
+            except ExportError as error:
+                return Verdict(False, f"machine code not compared: {error.message}")
+        if not sms:
+            return Verdict(False, f"machine code not compared: {tool.id} builds none of the target SMs")
+        return Verdict(True, f"SASS unchanged on {len(sms)} SMs since {commit[:12]} ({tool.id})")

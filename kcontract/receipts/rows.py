@@ -1,0 +1,99 @@
+"""Rows made from a run's outcomes, merged into a receipt, and the receipt's SUMMARY recomputed from its rows.
+
+One merge serves every writer: a whole run replaces every row, `run --stale` replaces the rows it re-ran and
+keeps the rest, a shard writes its own rows and `receipt merge` joins shards' rows. Rows of entries or controls
+the contract no longer has are dropped on every write; the SUMMARY is always the one a whole run of the rows'
+outcomes would print.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+from pathlib import Path
+
+from kcontract.receipts.depends import row_checker, row_depends
+from kcontract.receipts.form import FORMAT, KIND, KINDS, LISTS, row_key, rows_of
+from kcontract.verdict.outcome import outcome_from_plain
+from kcontract.verdict.summary import Summary, summarise
+
+
+def now() -> str:
+    """The current UTC time as receipts stamp it."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_id(run: dict) -> str:
+    """A run's id: a short digest of its record, unique across the runs a receipt keeps."""
+    return hashlib.sha256(json.dumps(run, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def ran_of(run: dict) -> dict:
+    """What each row of a run records of where and how it ran."""
+    env = run.get("environment") or {}
+    git = run.get("git") or {}
+    return {"run": run["id"], "created": run.get("created"), "commit": git.get("commit"), "dirty": git.get("dirty"),
+            "device": run.get("device"), "gpu": env.get("gpu"), "sm": env.get("sm"),
+            "toolchain": (run.get("toolchain") or {}).get("id")}
+
+
+def make_row(loaded, outcome: dict, run: dict) -> dict:
+    """A row: an outcome (as the JSON report writes it) with its dependencies, checker and run (the SM and
+    toolchain of the cubin it ran, where it ran one)."""
+    kind, name = row_key(outcome)
+    kernel = outcome.get("kernel") or {}
+    ran = ran_of(run) | {k: kernel[k] for k in ("sm", "toolchain") if kernel.get(k)}
+    return {**outcome, "depends": row_depends(loaded, kind, name), "checker": row_checker(loaded, kind, name),
+            "ran": ran}
+
+
+def contract_keys(loaded) -> list[tuple[str, str]]:
+    """Every row the contract calls for, entries then controls, in file order."""
+    return [("entry", e.name) for e in loaded.entries] + [("control", c.name) for c in loaded.controls]
+
+
+def merged_rows(loaded, kept: dict, new: dict) -> dict[tuple[str, str], dict]:
+    """`kept` rows with `new` ones in their place, in the contract's order; rows the contract no longer has
+    dropped."""
+    rows = {**kept, **new}
+    return {key: rows[key] for key in contract_keys(loaded) if key in rows}
+
+
+def rows_summary(loaded, rows: dict[tuple[str, str], dict], notes: list[str] = ()) -> Summary:
+    """The SUMMARY a whole run with these rows' outcomes would print, judged against the contract's known findings
+    (a row of a control names the gate it is planted at in the contract)."""
+    outcomes = {kind: [outcome_from_plain(r) for (k, _), r in rows.items() if k == kind] for kind in KINDS}
+    planted = {c.name: c.gate for c in loaded.controls}
+    return summarise(outcomes["entry"], outcomes["control"], loaded.known_findings, planted, list(notes))
+
+
+def assemble(loaded, rows: dict, runs: list[dict], *, notes: list[str] = (), covers: dict | None = None,
+             created: str | None = None, extra: dict | None = None) -> dict:
+    """The receipt of these rows: the runs that still own a row, the last run's facts, the SUMMARY of all rows."""
+    owners = {row.get("ran", {}).get("run") for row in rows.values()}
+    runs = [r for r in runs if r["id"] in owners]
+    last = runs[-1] if runs else {}
+    summary = rows_summary(loaded, rows, notes)
+    base_covers = {"entries": len(loaded.entries), "controls": len(loaded.controls),
+                   "partial": bool((covers or {}).get("shard"))}
+    return {
+        "kind": KIND, "format": FORMAT, "contract": Path(loaded.path).name, "created": created or now(),
+        "updated": now(), "seed": loaded.seed, "covers": base_covers | (covers or {}),
+        "device": last.get("device"), "git": last.get("git"), "environment": last.get("environment"),
+        "toolchain": last.get("toolchain"), "wall_s": last.get("wall_s"), "runs": runs,
+        "summary": summary.line(), "exit_code": int(summary.exit_code), "counts": _plain(summary),
+        "planted": {c.name: c.gate for c in loaded.controls}, "notes": list(notes),
+        **{LISTS[kind]: [r for (k, _), r in rows.items() if k == kind] for kind in KINDS},
+        **(extra or {}),
+    }
+
+
+def receipt_rows(data: dict | None) -> dict[tuple[str, str], dict]:
+    """A rows receipt's rows by key ({} for none)."""
+    return rows_of(data) if isinstance(data, dict) else {}
+
+
+def _plain(summary: Summary) -> dict:
+    return dataclasses.asdict(summary)

@@ -1,0 +1,52 @@
+"""Whether two builds of a function have the same machine code: the same bytes, else the same normalised SASS.
+
+NVRTC's cubins differ in bytes when only a comment of the source changed, so bytes alone cannot say that the
+machine code is unchanged; normalised SASS (sassdiff/normalise.py) can. Every place that decides "changes the
+machine code" asks here.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from kcontract.sassdiff.elf import function_digest
+from kcontract.sassdiff.normalise import normalise, split_functions
+from kcontract.toolchain.build import Module
+from kcontract.toolchain.cache import CompileCache
+from kcontract.toolchain.tools import run_tool
+
+SASS_FILE = "sass.txt"  # nvdisasm's text of a cubin, kept beside it in the compile cache
+
+
+def disassembled(module: Module, cache: CompileCache) -> dict[str, list[str]]:
+    """The module's SASS by mangled function name: nvdisasm once per cubin, its text cached beside it."""
+    text = cache.text(module.key, SASS_FILE)
+    if text is None:
+        text = run_tool("nvdisasm", ["-c", str(module.cubin_path)])
+        cache.put_text(module.key, SASS_FILE, text)
+    return split_functions(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(cubin_path: str, mangled: str) -> str | None:
+    """A function's bytes digest; cubin paths are content-addressed, so caching by path is safe."""
+    return function_digest(Path(cubin_path).read_bytes(), mangled)
+
+
+def same_bytes(a: Module, b: Module, expression: str) -> bool:
+    """Whether the function has the same bytes in both modules."""
+    return _digest(str(a.cubin_path), a.lowered[expression]) == _digest(str(b.cubin_path), b.lowered[expression])
+
+
+def normalised(module: Module, expression: str, cache: CompileCache) -> list[str]:
+    """The function's normalised SASS in a module."""
+    mangled = module.lowered[expression]
+    return normalise(disassembled(module, cache).get(mangled, []), mangled)
+
+
+def same_machine_code(a: Module, b: Module, expressions, cache: CompileCache) -> list[str]:
+    """The expressions whose machine code differs between the two modules (empty: all the same); a function
+    whose bytes differ is disassembled (nvdisasm) and compared as normalised SASS."""
+    return [e for e in expressions
+            if not same_bytes(a, b, e) and normalised(a, e, cache) != normalised(b, e, cache)]

@@ -1,0 +1,1 @@
+"""Helpers the tests share (never imported from a test_*.py module)."""

@@ -1,0 +1,25 @@
+"""The installed `kcontract` console script as a user runs it: no PYTHONPATH, 80 columns, no terminal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(sys.executable).with_name("kcontract")
+
+
+def kcontract(*args: str, cwd: Path = ROOT, timeout: float = 600, env: dict | None = None
+              ) -> subprocess.CompletedProcess:
+    """Run the installed console script without PYTHONPATH, at 80 columns, with no terminal."""
+    assert SCRIPT.is_file(), f"{SCRIPT} is missing: install the package first (pip install -e '.[dev]')"
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KCONTRACT_IN_PROCESS")}
+    environ |= {"COLUMNS": "80"} | (env or {})
+    return subprocess.run([str(SCRIPT), *args], cwd=cwd, env=environ, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def no_traceback(proc: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
