@@ -49,9 +49,9 @@ def test_run_stale_reruns_only_what_is_not_current_and_equals_a_whole_run(stale_
     no_traceback(done)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     plan = next(line for line in done.stderr.splitlines() if line.startswith("--stale:"))
-    assert plan == ("--stale: re-running 3 of 25 rows: np_decode_d512_g16 (stale: its node at cpu.yaml:23 "
-                    "changed); control np_truncated_output (missing); control np_order_dependent_merge (failed: not red at "
-                    "its planted gate 2); dropping 1 orphaned rows")
+    assert plan == ("--stale: re-running 3 of 25 rows: stale: its node at cpu.yaml:23 changed: np_decode_d512_g16; "
+                    "missing: control np_truncated_output; failed: not red at its planted gate 2: control "
+                    "np_order_dependent_merge; dropping 1 orphaned rows")
     assert done.stdout.splitlines()[-1] == f"{whole['summary']} (re-ran 3 of 25 rows)"
     refreshed = json.loads(path.read_text())
     assert verdicts(refreshed) == verdicts(whole)

@@ -16,7 +16,7 @@ from kcontract.receipts.judge import FAILED, MISSING, ORPHANED, STALE, judge_row
 from kcontract.receipts.machine import MachineCode
 from kcontract.receipts.rows import contract_keys
 
-SHOWN_REASONS = 8  # rows named with their reason in the plan's line before "and N more"
+SHOWN_REASONS = 8  # reasons the plan's line names before "and N more"
 
 
 @dataclass
@@ -33,14 +33,21 @@ class StalePlan:
         return [t for t in tasks if (t.kind, t.name) in self.rerun]
 
     def line(self) -> str:
-        """`--stale: re-running 2 of 58 rows: rms_norm_h4096 (stale: kernels/rms_norm.cu changed ...), ...`."""
-        shown = [f"{name if kind == 'entry' else 'control ' + name} ({why})"
-                 for (kind, name), why in list(self.rerun.items())[:SHOWN_REASONS]]
-        more = len(self.rerun) - SHOWN_REASONS
+        """`--stale: re-running 7 of 58 rows: kernels/rms_norm.cu changed (...): rmsnorm_h4096, ...`, rows grouped
+        by why they re-run."""
+        groups: dict[str, list[str]] = {}
+        for (kind, name), why in self.rerun.items():
+            groups.setdefault(why, []).append(name if kind == "entry" else f"control {name}")
+        shown = [f"{why}: {_few(names)}" for why, names in list(groups.items())[:SHOWN_REASONS]]
+        more = len(groups) - SHOWN_REASONS
         text = f"--stale: re-running {len(self.rerun)} of {self.total} rows"
-        text += (": " + "; ".join(shown) + (f"; and {more} more" if more > 0 else "")) if shown else \
-            ": every row is current"
+        text += ("; ".join([": " + shown[0], *shown[1:]]) + (f"; and {more} more reasons" if more > 0 else "")) \
+            if shown else ": every row is current"
         return text + (f"; dropping {self.dropped} orphaned rows" if self.dropped else "")
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
 def plan_stale(loaded, receipt_path: str, recheck: bool) -> StalePlan:
