@@ -156,6 +156,17 @@ def test_check_judges_the_receipt_row_by_row(project):
     assert "receipts: 1 receipt: 0 of 1 rows current, 1 stale" in done.output
 
 
+def test_check_counts_rows_of_an_earlier_checker_and_fails_on_them_only_when_strict(project, monkeypatch):
+    write_receipt(project, gpu_receipt(project))
+    monkeypatch.setattr("kcontract.receipts.depends.core_digest", lambda: "0" * 64)
+    done = check(project)
+    assert done.exit_code == 0, done.output
+    assert "note: receipts/contract-h200.json: 1 row of 1 judged by an earlier kcontract" in done.output
+    assert "receipts: 1 receipt: 1 of 1 rows current; 1 judged by an earlier kcontract;" in done.output
+    strict = CliRunner().invoke(cli, ["check", "--contract", str(project), "--strict"])
+    assert strict.exit_code == 1 and "FAIL receipts/contract-h200.json: 1 row of 1 judged by an earlier" in strict.output
+
+
 def test_a_change_to_the_checker_itself_is_reported_and_red_only_when_strict(tmp_path):
     """A copy of kcontract attests a project; editing its gates/ranges.py leaves `receipt check` green with the
     count of rows judged by an earlier kcontract, and red under --strict."""

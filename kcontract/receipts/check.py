@@ -131,6 +131,8 @@ def _invalid(data, loaded, path: Path) -> str:
     if not is_rows(data):
         return (f"a receipt of the earlier whole-contract form: turn it into rows with `kcontract receipt upgrade "
                 f"{shown}`, then commit it")
+    if not all(isinstance(data.get(k), list) for k in ("entries", "controls")):
+        return f"invalid: it holds no lists of rows (entries, controls): {refresh(loaded, path)}"
     if is_shard(data):
         return (f"invalid: shard {data['covers']['shard']} of {data.get('contract')}, not the whole contract: merge "
                 f"every shard's receipt with `kcontract receipt merge A.json B.json ... -o "

@@ -45,13 +45,17 @@ def is_shard(data) -> bool:
 
 def row_key(row: dict) -> tuple[str, str]:
     """("entry" | "control", name) of a row."""
-    task = row.get("task") or {}
-    return task.get("kind", ""), task.get("name", "")
+    task = row.get("task") if isinstance(row.get("task"), dict) else {}
+    return str(task.get("kind", "")), str(task.get("name", ""))
 
 
 def rows_of(data: dict) -> dict[tuple[str, str], dict]:
     """A receipt's rows by key, entries first, in file order."""
-    return {row_key(row): row for kind in KINDS for row in data.get(LISTS[kind]) or [] if isinstance(row, dict)}
+    return {row_key(row): row for kind in KINDS for row in _list(data.get(LISTS[kind])) if isinstance(row, dict)}
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
 
 
 def read_json(path: str | Path) -> dict | None:

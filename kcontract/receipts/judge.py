@@ -33,6 +33,8 @@ class RowJudgement:
     def shown(self) -> str:
         """`entry_name` or `control control_name`."""
         kind, name = self.key
+        if not name:
+            return "a row without a name"
         return name if kind == "entry" else f"control {name}"
 
 
@@ -49,7 +51,7 @@ def judge_rows(loaded, data: dict, machine=None) -> list[RowJudgement]:
 def judge_row(loaded, key: tuple[str, str], row: dict, machine=None) -> RowJudgement:
     """One present row."""
     kind, name = key
-    then, now = row.get("depends") or {}, row_depends(loaded, kind, name)
+    then, now = _mapping(row.get("depends")), row_depends(loaded, kind, name)
     judgement = RowJudgement(key, CURRENT, earlier=_earlier(row.get("checker"), row_checker(loaded, kind, name)))
     changes = _changes(loaded, key, then, now)
     files = _changed_files(then, now)
@@ -57,7 +59,7 @@ def judge_row(loaded, key: tuple[str, str], row: dict, machine=None) -> RowJudge
         verdict = None
         subject = loaded.entry(name) if kind == "entry" else loaded.control(name)
         if machine is not None and len(changes) == len(files) and subject.kernel.cuda is not None:
-            verdict = machine.compare(subject.kernel, row.get("ran") or {}, then.get("files") or {})
+            verdict = machine.compare(subject.kernel, _mapping(row.get("ran")), _mapping(then.get("files")))
         if verdict is not None and verdict.same:
             judgement.machine = f"{', '.join(files)} changed, {verdict.text}"
         else:
@@ -80,7 +82,7 @@ def _changes(loaded, key, then: dict, now: dict) -> list[str]:
         where = f"{'entries' if kind == 'entry' else 'controls'}[{_index(loaded, key)}]"
         line = loaded.lines.get(where)
         out.append(f"its node at {Path(loaded.path).name}{':' + str(line) if line else ''} changed")
-    old, new = then.get("files") or {}, now["files"]
+    old, new = _mapping(then.get("files")), now["files"]
     for path in sorted(set(old) | set(new)):
         if path not in new:
             out.append(f"{path} is no longer among its files")
@@ -93,8 +95,13 @@ def _changes(loaded, key, then: dict, now: dict) -> list[str]:
 
 def _changed_files(then: dict, now: dict) -> list[str]:
     """The files whose sha256 differs, or which joined or left the row's files."""
-    old, new = then.get("files") or {}, now["files"]
+    old, new = _mapping(then.get("files")), now["files"]
     return [p for p in sorted(set(old) | set(new)) if old.get(p) != new.get(p)]
+
+
+def _mapping(value) -> dict:
+    """A row's field where it is a mapping, else an empty one (a hand-edited or damaged row judges stale)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _index(loaded, key) -> int:
@@ -118,7 +125,7 @@ def _failure(loaded, key, row: dict) -> str:
     control not red at its planted gate, or a task that did not run to its end."""
     kind, name = key
     status = row.get("status")
-    gates = row.get("gates") or {}
+    gates = _mapping(row.get("gates"))
     red = sorted(int(g) for g, r in gates.items() if isinstance(r, dict) and not r.get("passed"))
     if kind == "control":
         planted = loaded.control(name).gate
@@ -127,6 +134,8 @@ def _failure(loaded, key, row: dict) -> str:
         return "" if planted in red else f"not red at its planted gate {planted}"
     if status != "ran":
         return f"{status}: {str(row.get('detail', ''))[:120]}"
+    if not gates:
+        return "no gate results"
     known = {k.gate for k in loaded.known_findings if k.entry == name}
     unexplained = [g for g in red if g not in known]
     return f"red at gate {', '.join(map(str, unexplained))}" if unexplained else ""
