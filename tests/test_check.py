@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
@@ -11,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from kcontract.cli import cli
-from kcontract.contract.loader import load_contract
 from tests.helpers.receipts import gpu_receipt, write_receipt
 from kcontract.toolchain import locate
 from kcontract.toolchain.locate import find_toolchain

@@ -101,15 +101,57 @@ def test_a_patch_that_does_not_apply_is_a_load_error_at_its_line(tmp_path):
         caught.value.message
 
 
-def test_a_patch_that_changes_no_machine_code_is_refused(tmp_path, monkeypatch):
+def rms_project(tmp_path: Path, comment: str) -> Path:
+    """The RMSNorm kernel under the records-only family, with a control whose patch adds a comment line above
+    its row function (which moves its code, and so its cubin's bytes)."""
+    contract = project(tmp_path, "")
+    text = (ROOT / "kernels" / "rms_norm.cu").read_text()
+    shutil.copy(ROOT / "kernels" / "rms_norm.cu", tmp_path / "kernels" / "rms_norm.cu")
+    for header in (ROOT / "kernels").glob("*.cuh"):
+        shutil.copy(header, tmp_path / "kernels")
+    anchor = "template <bool kResidual, int T, int H>"
+    assert text.count(anchor) == 1
+    (tmp_path / "controls" / "planted.patch").write_text(make(text, text.replace(anchor, f"{comment}\n{anchor}"),
+                                                              "kernels/rms_norm.cu"))
+    contract.write_text(contract.read_text().replace("kernels/tiny.cu", "kernels/rms_norm.cu").replace(
+        'symbols: {scale: "tiny_scale<32>", round: tiny_round}', 'symbols: {rmsnorm: "rms_norm<256>"}').replace(
+        "launch: {scale: {threads: 128, dynamic_smem: 65536}, round: {threads: 256}}", "launch: {rmsnorm: {threads: 256}}"))
+    return contract
+
+
+@pytest.mark.parametrize("kernel", ["tiny", "rms_norm"])
+def test_a_patch_that_changes_no_machine_code_is_refused_in_one_line(tmp_path, monkeypatch, kernel):
     monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
-    contract = project(tmp_path, tiny_patch("// A small gate-5 test kernel", "// A tiny gate-5 test kernel"))
+    contract = project(tmp_path, tiny_patch("// A small gate-5 test kernel", "// A tiny gate-5 test kernel")) \
+        if kernel == "tiny" else rms_project(tmp_path, "// a comment that plants nothing")
     CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)])
     done = CliRunner().invoke(cli, ["check", "--contract", str(contract)])
     assert done.exit_code == 2, done.output
-    assert re.search(r"contract\.yaml:14: controls\[0\]\.patch: a patch that changes machine code; "
-                     r"controls/planted\.patch leaves every function of kernels/tiny\.cu with its bytes on sm_80, "
-                     r"sm_90: plant the fault where it compiles to something", done.output), done.output
+    errors = [line for line in done.output.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and re.search(
+        rf"contract\.yaml:\d+: controls\[0\]\.patch: a patch that changes machine code; controls/planted\.patch "
+        rf"leaves every function of kernels/{kernel}\.cu with its machine code \(normalised SASS\) on sm_80, sm_90: "
+        r"plant the fault where it compiles to something", errors[0]), done.output
+
+
+def test_a_comment_that_moves_code_changes_a_cubins_bytes_but_not_its_machine_code(tmp_path):
+    from kcontract.mutate.campaign import _same_code
+    from kcontract.sassdiff.machine import same_bytes
+    from kcontract.toolchain.build import build
+    from kcontract.toolchain.cache import CompileCache
+    from kcontract.toolchain.units import Unit
+
+    text = (ROOT / "kernels" / "rms_norm.cu").read_text()
+    for header in (ROOT / "kernels").glob("*.cuh"):
+        shutil.copy(header, tmp_path)
+    (tmp_path / "a.cu").write_text(text)
+    (tmp_path / "b.cu").write_text("// a comment-only mutant\n" + text)
+    units = [Unit(name, tmp_path / name, (), ("rms_norm<256>",), ("t",)) for name in ("a.cu", "b.cu")]
+    cache = CompileCache(tmp_path / "cache")
+    built = build(units, ["sm_90"], cache, tmp_path, jobs=1)
+    a, b = (built.module(u, "sm_90") for u in units)
+    assert not same_bytes(a, b, "rms_norm<256>")  # NVRTC's cubin differs in bytes
+    assert _same_code(a, b, cache)  # mutate counts such a mutant equivalent
 
 
 def test_a_control_needs_a_patch_or_a_kernel(tmp_path):

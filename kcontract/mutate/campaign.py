@@ -21,11 +21,9 @@ from kcontract.contract.loader import load_contract
 from kcontract.gatetable import launching
 from kcontract.contract.patches import make as make_patch
 from kcontract.mutate.operators import CLASSES, Mutant, mutants
-from kcontract.sassdiff.elf import function_digest
-from kcontract.sassdiff.normalise import normalise, split_functions
+from kcontract.sassdiff.machine import same_machine_code
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root
-from kcontract.toolchain.tools import run_tool
 from kcontract.contract.paths import resolve_source
 from kcontract.toolchain.units import contract_uses, group_units
 
@@ -152,22 +150,8 @@ def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | Non
 
 
 def _same_code(a, b, cache: CompileCache) -> bool:
-    """Whether every function of the entry has the same bytes, or the same normalised SASS, in both cubins."""
-    names = a.unit.expressions
-    if all(function_digest(Path(a.cubin_path).read_bytes(), a.lowered[n]) ==
-           function_digest(Path(b.cubin_path).read_bytes(), b.lowered[n]) for n in names):
-        return True
-    sass = [split_functions(_disassembly(m, cache)) for m in (a, b)]
-    return all(normalise(sass[0].get(a.lowered[n], []), a.lowered[n]) ==
-               normalise(sass[1].get(b.lowered[n], []), b.lowered[n]) for n in names)
-
-
-def _disassembly(module, cache: CompileCache) -> str:
-    text = cache.text(module.key, "sass.txt")
-    if text is None:
-        text = run_tool("nvdisasm", ["-c", str(module.cubin_path)])
-        cache.put_text(module.key, "sass.txt", text)
-    return text
+    """Whether every function of the entry has the same machine code (bytes, else normalised SASS) in both."""
+    return not same_machine_code(a, b, a.unit.expressions, cache)
 
 
 def save(campaign: Campaign, here: Path) -> None:

@@ -36,7 +36,7 @@ def prebuild(loaded, tasks: list[Task], device_sm: str | None) -> str | None:
     began = time.monotonic()
     built = build(list(units.values()), sms, CompileCache(cache_root(loaded.path)),
                   Path(loaded.path).resolve().parent, jobs=usable_cores())
-    unchanged = unchanged_patches(loaded, built)
+    unchanged = unchanged_patches(loaded, built, sass=False)
     if unchanged:
         unchanged[0].others = unchanged[1:]
         raise unchanged[0]

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import difflib
-import functools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcontract.sms import sm_number
-from kcontract.sassdiff.elf import function_digest
 from kcontract.sassdiff.kernels import contract_kernels
-from kcontract.sassdiff.normalise import normalise, split_functions
+from kcontract.sassdiff.machine import disassembled, same_bytes
+from kcontract.sassdiff.normalise import normalise
 from kcontract.sassdiff.revision import checkout
 from kcontract.toolchain.build import Build, Module, build, default_jobs
 from kcontract.toolchain.cache import CompileCache
 from kcontract.toolchain.locate import find_toolchain
-from kcontract.toolchain.tools import run_tool
 from kcontract.toolchain.units import Unit, group_units
 
 SAME_BYTES, SAME_SASS, CHANGED, NEW, REMOVED, BROKEN = (
@@ -147,23 +145,13 @@ def _module(side: _Side, key: tuple[str, str], sm: str) -> Module | None:
     return side.built.module(unit, sm) if unit is not None else None
 
 
-def _digest(module: Module, expression: str) -> str | None:
-    return _function_digest(str(module.cubin_path), module.lowered[expression])
-
-
-@functools.lru_cache(maxsize=4096)
-def _function_digest(cubin_path: str, mangled: str) -> str | None:
-    """A function's digest; cubin paths are content-addressed, so caching by path is safe."""
-    return function_digest(Path(cubin_path).read_bytes(), mangled)
-
-
 def _needs_sass(base: _Side, head: _Side, sms: list[str]) -> list[Module]:
     """Modules to disassemble: both sides of every function whose bytes differ."""
     wanted: dict[str, Module] = {}
     for key in set(base.functions) & set(head.functions):
         for sm in sms:
             a, b = _module(base, key, sm), _module(head, key, sm)
-            if a is not None and b is not None and _digest(a, key[1]) != _digest(b, key[1]):
+            if a is not None and b is not None and not same_bytes(a, b, key[1]):
                 wanted[a.key], wanted[b.key] = a, b
     return list(wanted.values())
 
@@ -171,11 +159,7 @@ def _needs_sass(base: _Side, head: _Side, sms: list[str]) -> list[Module]:
 def _disassemble(modules: list[Module], cache: CompileCache, jobs: int) -> dict[str, dict[str, list[str]]]:
     """nvdisasm once per cubin (cached beside it), split into functions."""
     def one(module: Module) -> tuple[str, dict[str, list[str]]]:
-        text = cache.text(module.key, "sass.txt")
-        if text is None:
-            text = run_tool("nvdisasm", ["-c", str(module.cubin_path)])
-            cache.put_text(module.key, "sass.txt", text)
-        return module.key, split_functions(text)
+        return module.key, disassembled(module, cache)
 
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(modules) or 1))) as pool:
         return dict(pool.map(one, modules))
@@ -191,7 +175,7 @@ def _compare(key: tuple[str, str], sm: str, base: _Side, head: _Side, sass: dict
     a, b = _module(base, key, sm), _module(head, key, sm)
     if a is None or b is None:
         return FunctionResult(label, expression, sm, BROKEN)
-    if _digest(a, expression) == _digest(b, expression):
+    if same_bytes(a, b, expression):
         return FunctionResult(label, expression, sm, SAME_BYTES)
     old_name, new_name = a.lowered[expression], b.lowered[expression]
     old = normalise(sass[a.key].get(old_name, []), old_name)
