@@ -21,6 +21,7 @@ COMMANDS = {  # name -> (module:attribute, the line `kcontract --help` shows)
     "receipt": ("kcontract.commands.receipt_cmd:receipt_group", "Show, check or merge run receipts."),
     "bench": ("kcontract.commands.bench_cmd:bench_command", "GPU time of each kernel call against the read ceiling."),
     "mutate": ("kcontract.commands.mutate_cmd:mutate_command", "Mutation score of a CUDA entry's gates."),
+    "coverage": ("kcontract.commands.coverage_cmd:coverage_command", "Which kernel lines each entry's cases run."),
     "cache": ("kcontract.commands.cache_cmd:cache_group", "The compile and reference cache: size, prune."),
     "init": ("kcontract.commands.init_cmd:init_command", "Register a kernel in a contract (new or existing)."),
 }

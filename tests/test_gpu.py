@@ -162,3 +162,14 @@ def test_the_online_order_in_merge_chains_replays_alike_on_cupy_and_numpy(chains
         assert np.all(c["out"][0] <= g["out"][1]) and np.all(g["out"][0] <= c["out"][1])
         assert np.array_equal(c["row_m"][0], g["row_m"][0])
         assert np.mean((c["out"][0] == c["out"][1]) == (g["out"][0] == g["out"][1])) > 0.999
+
+
+def test_coverage_counts_the_lines_an_entrys_cases_run(tmp_path):
+    report = tmp_path / "coverage.json"
+    proc = kcontract("coverage", "rmsnorm_residual_h8192", "--json", str(report), timeout=600)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    import json
+
+    found = json.loads(report.read_text())["rmsnorm_residual_h8192"]
+    assert found["lines"]["executed"] > 0 and found["lines"]["reachable"] >= found["lines"]["executed"]
+    assert re.search(r"^coverage rmsnorm_residual_h8192 \(kernels/rms_norm\.cu\): lines \d+ of \d+", proc.stdout, re.M)

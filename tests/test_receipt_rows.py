@@ -123,6 +123,8 @@ def test_an_entrys_edit_stales_the_controls_planted_on_it_and_prose_stales_nothi
                        .replace("threads: 128, dynamic_smem: 4096}, round: {threads: 256}}\n  - name: other",
                                 "threads: 128, dynamic_smem: 2048}, round: {threads: 256}}\n  - name: other"))
     assert states(project) == {"tiny": "stale", "other": "current", "control tiny_doubled": "stale"}
+    done = receipt_check()
+    assert "1 row stale (control tiny_doubled): its entry tiny's node at contract.yaml:6 changed" in done.output
 
 
 def test_a_comment_only_edit_stays_current_by_machine_code(project):

@@ -11,8 +11,7 @@ from pathlib import Path
 import click
 
 from kcontract.commands.common import Jobs, contract_option, err, out, user_errors
-from kcontract.commands import preflight as preflight_module
-from kcontract.commands.preflight import preflight
+from kcontract.commands.preflight import device_target, preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.provenance import git_state
@@ -56,7 +55,7 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
     preflight(loaded, contract_path, cuda=True, gpu=False, outputs={"json": json_path}, tools=("nvdisasm",))
     if receipt_path and not Path(receipt_path).is_file():
         raise UsageError(f"--receipt {receipt_path}: no such receipt; write it with `kcontract run --receipt`")
-    sm = sm or _device_target(loaded)
+    sm = sm or device_target(loaded)
     os.environ[CACHE_ENV] = str(cache_root(contract_path).resolve())  # mutants share cubins, inputs, references
     here = workdir(loaded, entry_name)
     campaign = _current(load(here), loaded, entry, limit, mutant_seed, sm, cases)
@@ -91,18 +90,6 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
                   f"the kernel trap there? Name the SM it runs on with --sm", markup=False)
         sys.exit(1)
     sys.exit(0 if prepare_only or report["by_status"].get("candidate", 0) == 0 else 1)
-
-
-def _device_target(loaded) -> str:
-    """The contract's target for this GPU's SM (`sm_90a` where the targets name it); without a GPU, a usage error."""
-    import kcontract.launch
-    from kcontract.launch.cuda import target_for
-
-    why = kcontract.launch.gpu_problem()
-    if why is not None:
-        raise UsageError(f"--sm: no GPU here to take the SM from ({why}); name the SM whose machine code decides "
-                         f"equivalence, one of the contract's targets: {', '.join(loaded.targets)}")
-    return target_for(preflight_module.device_sm(), list(loaded.targets))
 
 
 def _all_equivalent(report: dict) -> bool:

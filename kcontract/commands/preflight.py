@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from kcontract.commands.common import err, require_writable
-from kcontract.errors import EnvironmentProblem
+from kcontract.errors import EnvironmentProblem, UsageError
 from kcontract.toolchain.cache import CACHE_ENV, resolve_root
 from kcontract.toolchain.locate import Toolchain, find_toolchain
 from kcontract.toolchain.tools import find_tool
@@ -68,3 +68,15 @@ def preflight(loaded, contract_path: str, *, cuda: bool, gpu: bool, outputs: dic
         for line in ready.notes:
             err.print(f"note: {line}", markup=False)
     return ready
+
+
+def device_target(loaded) -> str:
+    """The contract's target for this GPU's SM (`sm_90a` where the targets name it); without a GPU, a usage error."""
+    import kcontract.launch
+    from kcontract.launch.cuda import target_for
+
+    why = kcontract.launch.gpu_problem()
+    if why is not None:
+        raise UsageError(f"--sm: no GPU here to take the SM from ({why}); name the SM whose machine code decides "
+                         f"equivalence (or is instrumented), one of the contract's targets: {', '.join(loaded.targets)}")
+    return target_for(device_sm(), list(loaded.targets))

@@ -74,6 +74,20 @@ KernelField = Annotated[Union[Annotated[KernelRef, Tag("kernel-ref")], Annotated
 # a reference, or the name of one under the contract's `kernels` (tags with '-' never show in field paths)
 
 
+class ArguedLine(Strict):
+    """A kernel line no case can execute, and why (as an equivalent mutant is argued)."""
+
+    line: int = Field(ge=1)
+    reason: str = Field(min_length=1)
+
+
+class CoverageFloor(Strict):
+    """The least share of its reachable kernel lines an entry's cases must execute, and the lines argued out."""
+
+    lines: float = Field(default=100.0, ge=0, le=100)
+    argued: list[ArguedLine] = []
+
+
 class Entry(BaseModel):
     """One kernel configuration under test; family-specific fields are validated by the family."""
 
@@ -85,6 +99,7 @@ class Entry(BaseModel):
     gates: list[GateNumber] | None = None  # default: every gate the family and kernel feed
     timeout: float = Field(default=300.0, gt=0, le=86400)  # seconds each gate of the entry may take in its worker
     description: str = ""
+    coverage: CoverageFloor | None = None  # `kcontract coverage` fails below it (CUDA kernels)
 
 
 class Control(Strict):

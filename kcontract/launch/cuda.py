@@ -94,10 +94,37 @@ class CudaLauncher:
         self.maps: dict[tuple, object] = {}  # encoded tensor maps by buffer address, shape and map
 
     def provenance(self) -> dict:
-        """Which cubin ran: source, SM, the toolchain that built it and the cubin's sha256."""
+        """Which cubin ran: source, SM, the toolchain that built it and the cubin's sha256; for a kernel with
+        coverage probes (`kcontract coverage`), the probes its launches ran."""
         info = self.module_info
-        return {"source": self.label, "sm": self.sm, "toolchain": info.toolchain, "cached": info.cached,
-                "cubin_sha256": hashlib.sha256(Path(info.cubin_path).read_bytes()).hexdigest()}
+        found = {"source": self.label, "sm": self.sm, "toolchain": info.toolchain, "cached": info.cached,
+                 "cubin_sha256": hashlib.sha256(Path(info.cubin_path).read_bytes()).hexdigest()}
+        probes = self.probes_run()
+        return found | ({"coverage": probes} if probes is not None else {})
+
+    def probes_run(self) -> list[int] | None:
+        """The coverage probes set in the module's counters (`kcontract_cov_size` of them), or None where it has
+        none."""
+        errors = (self.cp.cuda.driver.CUDADriverError, self.cp.cuda.runtime.CUDARuntimeError)
+        try:
+            count = int(self._counter("kcontract_cov_size"))
+        except errors:  # no probes (or a context a fault left unreadable)
+            return None
+        found = []
+        for ident in range(count):
+            try:
+                if self._counter(f"kcontract_cov_{ident}"):
+                    found.append(ident)
+            except errors:  # a probe the compiled code never names
+                continue
+        return found
+
+    def _counter(self, name: str) -> int:
+        """A `__device__ unsigned int` of the module, read after every launch so far has finished."""
+        cp = self.cp
+        for stream in self.streams:
+            stream.synchronize()
+        return int(cp.ndarray((1,), cp.uint32, memptr=self.module.get_global(name)).get()[0])
 
     def attribute_mismatches(self, loaded, entry_name: str) -> list[str]:
         """Where the loaded functions' attributes differ from the committed record for this SM and toolchain (none

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ import yaml
 from kcontract.contract.loader import load_contract
 from kcontract.gatetable import launching
 from kcontract.contract.patches import make as make_patch
+from kcontract.contract.standins import source_label, standin_entry
 from kcontract.mutate.operators import CLASSES, Mutant, mutants
 from kcontract.sassdiff.machine import same_machine_code
 from kcontract.toolchain.build import build
@@ -88,7 +88,7 @@ def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int |
     shutil.rmtree(here, ignore_errors=True)
     here.mkdir(parents=True)
     made = mutants(original, tuple(entry.family.kernel_abi()), limit, seed)
-    label = os.path.relpath(resolve_source(base, cuda.source).resolve(), here)
+    label = source_label(loaded, entry, here)
     for m in made:
         (here / f"{m.ident}.patch").write_text(make_patch(original, m.source, label))
     campaign = Campaign(entry_name, cuda.source, hashlib.sha256(original.encode()).hexdigest(), sm, seed,
@@ -108,17 +108,9 @@ def _status(campaign: Campaign, ident: str) -> str:
 def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str, cases: tuple[str, ...] = ()) -> Path:
     """The entry (its source by a relative path, on `cases` or all) and, per mutant and gate, a control standing
     in for it."""
-    cuda = entry.kernel.cuda.model_dump(mode="json", exclude_none=True, exclude={"instances"})
-    source = resolve_source(Path(loaded.path).resolve().parent, cuda["source"]).resolve()
-    cuda["source"] = os.path.relpath(source, here)
-    cuda["options"] = [*cuda.get("options", []), f"-I{os.path.relpath(source.parent, here)}"]  # its local headers
-    spec = entry.family.spec.model_dump(mode="json", exclude_none=True)
-    if cases:
-        spec["cases"] = [c for c in spec["cases"] if c["name"] in cases]
     document = {
         "version": 1, "seed": loaded.seed, "targets": [sm],
-        "entries": [{"name": entry.name, "family": entry.family.name, "kernel": {"cuda": cuda},
-                     "gates": [g for g in launching() if g in entry.gates], **spec}],
+        "entries": [standin_entry(loaded, entry, here, cases)],
         "controls": [{"name": f"{m.ident}_g{gate}", "entry": entry.name, "gate": gate, "timeout": MUTANT_TIMEOUT,
                       "fault": f"{m.kind}: {m.change} at line {m.line}", "patch": f"{m.ident}.patch"}
                      for m in made for gate in launching() if gate in entry.gates],

@@ -1,5 +1,5 @@
-"""Mutation scores and bench rows kept across runs: keyed by the kernel source they measured, so each stays in the
-receipt while its entry's kernel source is unchanged, marked with the commit it was measured at."""
+"""Mutation scores, coverage and bench rows kept across runs: keyed by the kernel source they measured, so each
+stays in the receipt while its entry's kernel source is unchanged, marked with the commit it was measured at."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from kcontract.contract.paths import resolve_source
 from kcontract.identity import file_sha256
 
 
-def carried_mutation(loaded, previous: dict) -> dict:
-    """Mutation scores of a previous receipt whose entry still exists with the same kernel source (the sha256 the
-    score names, else the previous receipt's `sources`); each marked with the commit it was measured at."""
+def carried_mutation(loaded, previous: dict, what: str = "mutation") -> dict:
+    """Mutation scores (or, with `what`, coverage) of a previous receipt whose entry still exists with the same
+    kernel source (the sha256 the score names, else the previous receipt's `sources`); each marked with the commit
+    it was measured at."""
     kept = {}
-    for name, score in (previous.get("mutation") or {}).items():
-        if _unchanged(loaded, previous, name, score.get("source_sha256")):
+    for name, score in (previous.get(what) or {}).items():
+        if isinstance(score, dict) and _unchanged(loaded, previous, name, score.get("source_sha256")):
             kept[name] = {**score, "measured_at": _measured_at(score, previous)}
     return kept
 

@@ -83,7 +83,11 @@ def row_depends(loaded, kind: str, name: str) -> dict:
     base = Path(loaded.path).resolve().parent
     subject = loaded.entry(name) if kind == "entry" else loaded.control(name)
     files = {relative(p, base): file_sha256(p) for p in kernel_files(loaded, subject.kernel) if p.is_file()}
-    return {"node": digest_of(node_in(loaded.raw, kind, name)), "seed": loaded.seed, "files": dict(sorted(files.items()))}
+    found = {"node": digest_of(node_in(loaded.raw, kind, name)), "seed": loaded.seed,
+             "files": dict(sorted(files.items()))}
+    if kind == "control":  # which of the two nodes changed, for the message
+        found["entry_node"] = digest_of(node_in(loaded.raw, "entry", subject.entry))
+    return found
 
 
 def row_family(loaded, kind: str, name: str):

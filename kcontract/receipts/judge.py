@@ -79,9 +79,11 @@ def _changes(loaded, key, then: dict, now: dict) -> list[str]:
     if then.get("seed") != now["seed"]:
         out.append(f"the seed changed ({then.get('seed')}, now {now['seed']})")
     if then.get("node") != now["node"]:
-        where = f"{'entries' if kind == 'entry' else 'controls'}[{_index(loaded, key)}]"
-        line = loaded.lines.get(where)
-        out.append(f"its node at {Path(loaded.path).name}{':' + str(line) if line else ''} changed")
+        if kind == "control" and then.get("entry_node") not in (None, now.get("entry_node")):
+            entry = loaded.control(name).entry
+            out.append(f"its entry {entry}'s node at {_at(loaded, ('entry', entry))} changed")
+        else:
+            out.append(f"its node at {_at(loaded, key)} changed")
     old, new = _mapping(then.get("files")), now["files"]
     for path in sorted(set(old) | set(new)):
         if path not in new:
@@ -104,9 +106,12 @@ def _mapping(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _index(loaded, key) -> int:
+def _at(loaded, key) -> str:
+    """`contract.yaml:292`: where an entry's or control's node starts."""
     kind, name = key
-    return (loaded.entry(name) if kind == "entry" else loaded.control(name)).index
+    index = (loaded.entry(name) if kind == "entry" else loaded.control(name)).index
+    line = loaded.lines.get(f"{'entries' if kind == 'entry' else 'controls'}[{index}]")
+    return f"{Path(loaded.path).name}{':' + str(line) if line else ''}"
 
 
 def _earlier(then, now: dict) -> str:

@@ -115,18 +115,18 @@ def merge_kind(loaded, shards: list[tuple[str, dict]]) -> dict:
     SUMMARY recomputed from them."""
     datas = [data for _, data in shards]
     rows: dict = {}
-    mutation: dict = {}
+    scores: dict = {"mutation": {}, "coverage": {}}
     for data in datas:
         rows = merged_rows(loaded, rows, rows_of(data))
-        mutation = {**(data.get("mutation") or {}), **mutation}
+        for what in scores:
+            scores[what] = {**(data.get(what) or {}), **scores[what]}
     runs = [run for data in datas for run in data.get("runs") or []]
     notes = list(dict.fromkeys(n for data in datas for n in data.get("notes") or []))
     extra = {"wall_s": max(float(d.get("wall_s") or 0) for d in datas),
              "shards": [{"shard": d["covers"]["shard"], "file": Path(path).name, "wall_s": d.get("wall_s"),
                          "created": d.get("created"), "entries": (d["covers"].get("covered") or {}).get("entries"),
                          "controls": (d["covers"].get("covered") or {}).get("controls")} for path, d in shards]}
-    if mutation:
-        extra["mutation"] = dict(sorted(mutation.items()))
+    extra |= {what: dict(sorted(kept.items())) for what, kept in scores.items() if kept}
     if datas[0].get("bench"):
         extra["bench"], extra["bench_ceiling"] = datas[0]["bench"], datas[0].get("bench_ceiling", {})
     merged = assemble(loaded, rows, runs, notes=notes, covers={"shards": len(datas)}, extra=extra)

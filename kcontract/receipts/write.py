@@ -65,8 +65,9 @@ def run_receipt(loaded, document: dict, previous: dict | None, *, mode: str, see
     runs = list((rows_before or {}).get("runs") or []) + [run]
     extra = {}
     if previous:
-        if mutation := carried_mutation(loaded, previous):
-            extra["mutation"] = mutation
+        for what in ("mutation", "coverage"):
+            if kept := carried_mutation(loaded, previous, what):
+                extra[what] = kept
         if bench := carried_bench(loaded, previous):
             extra["bench"], extra["bench_ceiling"] = bench, previous.get("bench_ceiling", {})
     created = (rows_before or {}).get("created")

@@ -27,6 +27,21 @@ def _runs(receipt: dict) -> list[str]:
         f"{r.get('of')} rows, {r.get('wall_s')} s)" for r in runs) + "."]
 
 
+def _coverage(receipt: dict) -> list[str]:
+    """A line per entry whose kernel lines `kcontract coverage` counted."""
+    found = []
+    for name, c in sorted((receipt.get("coverage") or {}).items()):
+        lines, branches = c.get("lines") or {}, c.get("branches") or {}
+        counted = (lines.get("reachable") or 0) - (lines.get("argued") or 0)
+        missed = ", ".join(map(str, (c.get("missed_lines") or [])[:12]))
+        found.append(f"Coverage, {name}: lines {lines.get('executed')} of {counted} ({lines.get('pct')} %)"
+                     f"{', ' + str(lines['argued']) + ' argued' if lines.get('argued') else ''}, branches "
+                     f"{branches.get('taken')} of {branches.get('reachable')} on {c.get('sm')}"
+                     f"{'; missed lines ' + missed if missed else ''}"
+                     f"{', measured at ' + c['measured_at'][:7] if c.get('measured_at') else ''}")
+    return found
+
+
 def receipt_markdown(receipt: dict) -> str:
     """The receipt as the markdown a pull request wants."""
     env = receipt.get("environment", {})
@@ -62,6 +77,7 @@ def receipt_markdown(receipt: dict) -> str:
                      f"{s.get('equivalent', 0)} equivalent on {m.get('sm')}, {s.get('killed', 0)} killed, "
                      f"{s.get('survived', 0)} survived ({m.get('score_pct')} %)"
                      + (f", measured at {m['measured_at'][:7]}" if m.get("measured_at") else ""))
+    lines += _coverage(receipt)
     bench = receipt.get("bench") or []
     if bench:
         ceiling = receipt.get("bench_ceiling", {})

@@ -88,7 +88,7 @@ def read_inputs(source_path: Path, options: tuple[str, ...], base: Path,
     return source, headers, (str(source_path.parent.resolve()), *(str(d) for d in dirs))
 
 
-def _nvrtc_options(options: tuple[str, ...], base: Path) -> tuple[str, ...]:
+def nvrtc_options(options: tuple[str, ...], base: Path) -> tuple[str, ...]:
     """The unit's options with relative -I paths made absolute from the contract's directory."""
     out = []
     for option in options:
@@ -142,7 +142,7 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
             # source's absolute path makes them the files this key hashed, wherever kcontract runs from
             todo.append((key, str(tool.nvrtc.path), source, str(unit.source.resolve()),
                          unit.expressions + unit.exports, sm,
-                         _nvrtc_options(unit.options, base), (*include, str(tool.headers.path))))
+                         nvrtc_options(unit.options, base), (*include, str(tool.headers.path))))
     for key, outcome in _run(todo, jobs or default_jobs()):
         unit, sm, facts = pending[key]
         if isinstance(outcome, Compiled):

@@ -23,6 +23,7 @@ class Compiled:
     cubin: bytes
     lowered: dict[str, str]
     log: str
+    ptx: str = ""  # the PTX it came from, where asked for
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ _SIGNATURES = {  # name -> argument types; every function returns nvrtcResult (a
     "nvrtcGetProgramLog": (_P, ctypes.c_char_p),
     "nvrtcGetCUBINSize": (_P, ctypes.POINTER(ctypes.c_size_t)),
     "nvrtcGetCUBIN": (_P, ctypes.c_char_p),
+    "nvrtcGetPTXSize": (_P, ctypes.POINTER(ctypes.c_size_t)),
+    "nvrtcGetPTX": (_P, ctypes.c_char_p),
     "nvrtcGetLoweredName": (_P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)),
 }
 
@@ -112,9 +115,10 @@ class Nvrtc:
         self.call(get_fn, prog, buf)
         return buf.raw[:size.value]
 
-    def compile(self, source: bytes, label: str, expressions: tuple[str, ...], args: list[str]
+    def compile(self, source: bytes, label: str, expressions: tuple[str, ...], args: list[str], ptx: bool = False
                 ) -> Compiled | Failed:
-        """Compile with every name expression; a refused compile is a Failed with NVRTC's log."""
+        """Compile with every name expression (`ptx`: keep the PTX too); a refused compile is a Failed with NVRTC's
+        log."""
         prog = _P()
         self.call("nvrtcCreateProgram", ctypes.byref(prog), source, label.encode(), 0, None, None)
         try:
@@ -132,7 +136,8 @@ class Nvrtc:
                 name = ctypes.c_char_p()
                 self.call("nvrtcGetLoweredName", prog, expression.encode(), ctypes.byref(name))
                 lowered[expression] = name.value.decode()
-            return Compiled(cubin, lowered, log)
+            text = self._text(prog, "nvrtcGetPTXSize", "nvrtcGetPTX").rstrip(b"\0").decode() if ptx else ""
+            return Compiled(cubin, lowered, log, text)
         except _Status as error:
             return Failed(f"{error} (check the name expression against the kernel's template parameters)")
         finally:
@@ -146,10 +151,11 @@ def load(path: str) -> Nvrtc:
 
 
 def compile_cubin(nvrtc_path: str, source: bytes, label: str, expressions: tuple[str, ...], sm: str,
-                  options: tuple[str, ...], include_dirs: tuple[str, ...]) -> Compiled | Failed:
-    """Compile `source` (named `label`) for `sm` with the NVRTC at `nvrtc_path`; a Failed carries NVRTC's log."""
+                  options: tuple[str, ...], include_dirs: tuple[str, ...], ptx: bool = False) -> Compiled | Failed:
+    """Compile `source` (named `label`) for `sm` with the NVRTC at `nvrtc_path` (`ptx`: keep its PTX); a Failed
+    carries NVRTC's log."""
     args = [f"-arch={sm}", *FORCED_OPTIONS, *(f"-I{d}" for d in include_dirs), *options]
-    return load(nvrtc_path).compile(source, label, expressions, args)
+    return load(nvrtc_path).compile(source, label, expressions, args, ptx)
 
 
 def compile_job(job: tuple) -> tuple[str, Compiled | Failed]:
