@@ -171,6 +171,9 @@ class InvarianceSet:
     outputs: tuple[str, ...]  # outputs compared, first axis is the row
     variants: list[Variant]
     axes: tuple[str, ...] = ("row",)  # coordinate names of an output's axes, for reports
+    # order probes: how many of the plausible orders of a sum the set's inputs tell apart, of how many, and the
+    # names of those another order matches (the family replays them); None where the set holds no probes
+    orders: tuple[int, int, tuple[str, ...]] | None = None
 
 
 @dataclass

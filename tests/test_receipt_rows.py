@@ -282,3 +282,30 @@ def test_upgrade_reads_the_contract_at_the_receipts_commit_and_stales_only_what_
     done = CliRunner().invoke(cli, ["receipt", "upgrade"])
     assert done.exit_code == 0, done.output
     assert states(project) == {"tiny": "current", "other": "stale", "control tiny_doubled": "current"}
+
+
+def test_a_coverage_floor_is_judged_against_the_receipts_coverage_of_the_current_source(project):
+    from kcontract.identity import file_sha256
+
+    project.write_text(project.read_text().replace("    kernel: {cuda: {source: kernels/tiny.cu,",
+                                                   "    coverage: {lines: 100}\n    kernel: {cuda: {source: kernels/tiny.cu,",
+                                                   1))
+    assert states(project)["tiny"] == "current"  # a floor is no part of a row's node
+    done = receipt_check()
+    assert done.exit_code == 1 and ("FAIL receipts/contract-h200.json: coverage of tiny not measured for its kernel "
+                                    "source as it is: run `kcontract coverage tiny --contract contract.yaml "
+                                    "--receipt receipts/contract-h200.json` on a GPU and commit it") in done.output
+    receipt = json.loads((project.parent / "receipts" / "contract-h200.json").read_text())
+    sha = file_sha256(project.parent / "kernels" / "tiny.cu")
+    receipt["coverage"] = {"tiny": {"source_sha256": sha, "lines": {"reachable": 10, "executed": 9, "argued": 0},
+                                    "missed_lines": [13], "argued_lines": []}}
+    write_receipt(project, receipt)
+    done = receipt_check()
+    assert done.exit_code == 1 and ("tiny executes 90.0 % of its reachable kernel lines, below its floor of 100 %: "
+                                    "lines 13 run under no case") in done.output
+    project.write_text(project.read_text().replace("coverage: {lines: 100}",
+                                                   "coverage: {lines: 100, argued: [{line: 13, reason: a guard}]}"))
+    assert receipt_check().exit_code == 0
+    source = project.parent / "kernels" / "tiny.cu"
+    source.write_text(source.read_text() + "// touched\n")
+    assert "coverage of tiny not measured for its kernel source as it is" in receipt_check().output

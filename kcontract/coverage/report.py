@@ -38,7 +38,8 @@ class EntryReport:
         return {"entry": self.entry, "source": self.source, "lines": {"reachable": len(self.reachable),
                 "executed": len(self.executed), "argued": len(self.argued), "elsewhere": self.elsewhere,
                 "pct": round(self.pct, 1)}, "branches": {"taken": self.branches[0], "reachable": self.branches[1]},
-                "missed_lines": self.missed, "missed_branches": self.missed_branches, "floor": self.floor,
+                "missed_lines": self.missed, "argued_lines": self.argued, "missed_branches": self.missed_branches,
+                "floor": self.floor,
                 "problems": self.problems}
 
 

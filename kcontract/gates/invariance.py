@@ -28,6 +28,9 @@ def run(number: int, ctx: GateContext) -> GateResult:
     for case in ctx.cases(number):
         for inv in timed(lambda: ctx.family.invariance(suite, case), "inputs"):
             variants_run += _check_set(ctx, inv, result)
+            if inv.orders is not None:
+                told, of, alike = inv.orders
+                result.facts.setdefault("order_probes", {})[case] = {"told_apart": told, "of": of, "alike": list(alike)}
         ctx.progress(number, case)
     result.facts["variants"] = variants_run
     result.passed = result.failures == 0 and result.checked > 0

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kcontract.receipts.carried import entry_source_sha256
 from kcontract.receipts.form import RECEIPTS_DIR, is_receipt, is_rows, is_shard, receipt_name
 from kcontract.receipts.judge import CURRENT, FAILED, MISSING, ORPHANED, STALE, RowJudgement, judge_rows
 from kcontract.receipts.machine import MachineCode
@@ -164,6 +165,8 @@ def _judge(report: ReceiptReport, loaded, data: dict, path: Path, machine: Machi
                 "(a refresh drops the row)", FAILED: f"its outcome failed ({cause}): fix it, then"}[state]
         sep = " " if state == FAILED else ": "
         report.problems.append(f"{shown}: {_rows(len(rows))} {state} ({names}): {what}{sep}{refresh(loaded, path)}")
+    report.problems += [f"{shown}: {line}: run `kcontract coverage {name} --contract {_here(loaded.path)} --receipt "
+                        f"{_here(path)}` on a GPU and commit it" for name, line in floor_problems(loaded, data)]
     earlier = [j for j in judged if j.earlier and j.state != ORPHANED]
     if earlier:
         report.rows["earlier checker"] += len(earlier)
@@ -172,6 +175,30 @@ def _judge(report: ReceiptReport, loaded, data: dict, path: Path, machine: Machi
                 f"{f' and {len(causes) - 1} more' if len(causes) > 1 else ''}): "
                 f"{refresh(loaded, path, recheck=True).replace('run `', 'refresh them with `', 1)}")
         (report.problems if report.strict else report.notes).append(line)
+
+
+def floor_problems(loaded, data: dict) -> list[tuple[str, str]]:
+    """(entry, why) for each entry whose `coverage` floor the receipt's coverage of its current source misses (its
+    argued lines as the contract argues them now), or that has no coverage of its current source."""
+    found = []
+    for entry in loaded.entries:
+        if entry.coverage is None:
+            continue
+        record = (data.get("coverage") or {}).get(entry.name)
+        if not isinstance(record, dict) or record.get("source_sha256") != entry_source_sha256(loaded, entry.name):
+            found.append((entry.name, f"coverage of {entry.name} not measured for its kernel source as it is"))
+            continue
+        not_run = set(record.get("missed_lines") or []) | set(record.get("argued_lines") or [])
+        argued = {a.line for a in entry.coverage.argued}
+        missed = sorted(not_run - argued)
+        lines = record.get("lines") or {}
+        counted = (lines.get("reachable") or 0) - len(not_run & argued)
+        pct = 100.0 * (lines.get("executed") or 0) / counted if counted else 100.0
+        if pct + 1e-9 < entry.coverage.lines:
+            found.append((entry.name, f"{entry.name} executes {pct:.1f} % of its reachable kernel lines, below its "
+                                      f"floor of {entry.coverage.lines:g} %: lines {', '.join(map(str, missed[:12]))} "
+                                      f"run under no case; add a case that runs them or argue them in its coverage"))
+    return found
 
 
 def _rows(n: int) -> str:

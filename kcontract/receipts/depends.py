@@ -2,9 +2,9 @@
 and the checker (kcontract's core and the row's family) that judged it.
 
 A row never depends on the whole contract file: an entry's node is its mapping under `entries` with a named
-kernel replaced by that kernel's mapping (its `description` left out, as prose changes no verdict); a control's
-node is its own mapping, its kernel resolved the same way, and its entry's node, since a control runs its
-entry's cases. Files are named relative to the contract's folder (`../doubles/x.py` where the project root lies
+kernel replaced by that kernel's mapping (its `description` and `coverage` floor left out: no gate reads them); a
+control's node is its own mapping, its kernel resolved the same way, and its entry's node, since a control runs
+its entry's cases. Files are named relative to the contract's folder (`../doubles/x.py` where the project root lies
 above it).
 """
 
@@ -22,7 +22,7 @@ from kcontract.contract.paths import resolve_source
 from kcontract.identity import PACKAGE, below, core_digest, family_digest, file_sha256, installed_roots, module_files
 from kcontract.toolchain.headers import include_dirs_of, local_headers
 
-PROSE = ("description",)  # fields of a node that change no verdict
+PROSE = ("description", "coverage")  # fields of a node no gate reads: prose, and the floor `coverage` judges
 
 
 def digest_of(value) -> str:

@@ -26,9 +26,19 @@ def counts(result: GateResult) -> str:
                               for name, c in parts.items())
     if kind is Kind.INVARIANCE:
         return (f"{result.checked} compared over {result.facts.get('variants', 0)} variants, "
-                f"{result.bit_equal} bit-equal, {result.failures} failures")
+                f"{result.bit_equal} bit-equal, {result.failures} failures{order_probes(result)}")
     return (f"{result.checked} symbol x SM rows, {result.failures} failures, "
             f"{result.facts.get('limit_problems', 0)} limit problems")
+
+
+def order_probes(result: GateResult) -> str:
+    """`; order probes tell apart 7 of 7 orders` (the fewest over the cases, naming those another order matches)."""
+    probes = result.facts.get("order_probes") or {}
+    if not probes:
+        return ""
+    worst = min(probes.values(), key=lambda p: (p["told_apart"] - p["of"], p["told_apart"]))
+    alike = f" (alike: {', '.join(worst['alike'])})" if worst["alike"] else ""
+    return f"; order probes tell apart {worst['told_apart']} of {worst['of']} orders{alike}"
 
 
 def gate_line(task: Task, result: GateResult) -> str:

@@ -54,6 +54,19 @@ def merge_by_row_count(a, b, out, *, m, n, k):
     write(out, product(a, b, order=lambda p: range(p) if len(a) % 2 else reversed(range(p))))
 
 
+def sequential_split_from_rows(a, b, out, *, m, n, k):
+    """Control: K summed in order in fp32, as a GPU's chain of k-steps does, but cut in two pieces for calls of 8
+    rows or fewer (split-K chosen from M) while the entry declares K whole."""
+    af, bf = f32_of_bf16(a), f32_of_bf16(b)
+    k = af.shape[1]
+    pieces = [(0, k // 2), (k // 2, k)] if len(a) <= 8 else [(0, k)]
+    total = np.zeros((af.shape[0], bf.shape[0]), np.float32)
+    for lo, hi in pieces:
+        part = np.cumsum(af[:, None, lo:hi] * bf[None, :, lo:hi], axis=-1, dtype=np.float32)[..., -1]
+        total = (total + part).astype(np.float32)
+    write(out, total)
+
+
 def k_tail_dropped(a, b, out, *, m, n, k):
     """Control: the last partial piece of K (past the last whole 256) never read."""
     write(out, product(a, b, keep=int(k) // PIECE * PIECE or int(k)))

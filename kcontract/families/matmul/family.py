@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from kcontract.errors import UsageError
+from kcontract.families.matmul.orders import probe_splits, separated
 from kcontract.families.matmul.reference import expected
 from kcontract.families.matmul.spec import Case, MatmulSpec
 from kcontract.family.base import Family
@@ -26,6 +27,7 @@ TILE = ("tile_m", "tile_n")  # and per symbol the schedule launches, as `{symbol
 THREADS = 384  # a producer warpgroup and two consumer warpgroups
 FILLERS = 5  # other rows mixed into the variants suite's batches
 VARIANT_ROWS = 32  # rows of a case that gate 2 runs alone and in batches
+ORDER_ROWS = 16  # rows of each order probe set
 STRESS_ROWS, EXACT_ROWS = 8, 8
 ORDER_SHIFT = 1.0e5  # order probes: bf16 rows of a pair all but equal to it, partials far above the output
 ROW_TILE = 128  # the row tile batches are sized around where the kernel exports none (a Python kernel)
@@ -70,17 +72,23 @@ class Matmul(Family):
         return [Checked(case, self._problem(case, inputs), lambda: self._reference(inputs))]
 
     def invariance(self, suite: Suite, case: str) -> list[InvarianceSet]:
-        """The case's rows in every batch, and where K has two or more pieces the same batches of order probes."""
+        """The case's rows in every batch, and the same batches of order probes built against every split a kernel
+        could plausibly take (the declared one, 2, 3 and 4 pieces): whatever is declared, a sum that cuts K
+        elsewhere, or merges its pieces in another order, rounds apart on them."""
         inputs = {"a": self._inputs(Suite.REALISTIC, case)["a"][:VARIANT_ROWS], "b": self._weights(case)}
         sets = [self._variant_set(case, "", inputs)]
-        pieces = [(lo, hi) for lo, hi in self.spec.arithmetic.pieces(self._case(case).k) if hi > lo]
-        if len(pieces) > 1:
-            probes = self.memo(("order", case), lambda: order_rows(inputs["a"], inputs["b"], pieces,
-                                                                  stream(self.seed, self.entry, case, "order")))
-            sets.append(self._variant_set(case, "order_probes/", probes))
+        c, arith = self._case(case), self.spec.arithmetic
+        splits = probe_splits(c.k, arith.k_tile, [(lo, hi) for lo, hi in arith.pieces(c.k) if hi > lo])
+        probes = self.memo(("order", case), lambda: [
+            order_rows(inputs["a"][:ORDER_ROWS], inputs["b"], pieces,
+                       stream(self.seed, self.entry, case, "order", *([] if label == "declared" else [label])))
+            for label, pieces in splits])
+        told = self.memo(("orders", case), lambda: separated(probes, c.k, arith.k_tile)) if probes else None
+        for i, ((label, _), probe) in enumerate(zip(splits, probes)):
+            sets.append(self._variant_set(case, f"order_probes/{label}/", probe, told if i == 0 else None))
         return sets
 
-    def _variant_set(self, case: str, title: str, inputs: dict[str, np.ndarray]) -> InvarianceSet:
+    def _variant_set(self, case: str, title: str, inputs: dict[str, np.ndarray], orders=None) -> InvarianceSet:
         """Base rows alone and in batches with filler rows, every variant labelled `title` first."""
         fillers = self.memo(("fillers", case), lambda: self._rows(case, "fillers", FILLERS))
 
@@ -90,7 +98,7 @@ class Matmul(Family):
 
         variants = batch_variants(len(inputs["a"]), FILLERS, build, self.batch_sizes())
         return InvarianceSet(case, self._problem(f"{case}/{title}base", inputs), ("out",),
-                             [replace(v, label=title + v.label) for v in variants], axes=("row",))
+                             [replace(v, label=title + v.label) for v in variants], axes=("row",), orders=orders)
 
     def batch_sizes(self) -> tuple[int, ...]:
         """Batches of every size the kernel's row tiling treats differently: a few rows; of each scheduled tile

@@ -1,0 +1,57 @@
+"""Order probes: gate 2 runs every matmul's batches again on rows whose plausible orders of the sum over K round
+apart (K whole, 2, 3 or 4 pieces, merged in order, reversed or pairwise), whatever the entry declares, and says
+how many of those orders its probes tell apart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kcontract.families.matmul.orders import alternative_orders, probe_splits, replay, separated, tile_pieces
+from tests.helpers.cli import kcontract
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACT = """version: 1
+seed: 1
+entries:
+  - name: whole
+    family: matmul
+    kernel: {python: "tests.doubles.matmul:matmul"}
+    arithmetic: {accumulate: fp32, split_k: 1, k_tile: 64, out: fp32}
+    cases:
+      - {name: m6_k1024_n32, m: 6, k: 1024, n: 32}
+controls:
+  - {name: split_from_m, entry: whole, gate: 2, fault: "K cut in two for calls of 8 rows or fewer",
+     kernel: {python: "tests.doubles.matmul:sequential_split_from_rows"}}
+"""
+
+
+def test_the_probes_are_built_against_every_plausible_split_and_replay_seven_orders():
+    assert tile_pieces(1000, 3, 64) == [(0, 320), (320, 640), (640, 1000)]
+    assert [label for label, _ in probe_splits(4096, 64, [])] == ["split2", "split3", "split4"]
+    assert [label for label, _ in probe_splits(4096, 64, [(0, 2048), (2048, 4096)])] == ["declared", "split3",
+                                                                                       "split4"]
+    assert [name for name, *_ in alternative_orders(4096, 64)] == [
+        "K whole", "2 pieces", "3 pieces", "3 pieces reversed", "4 pieces", "4 pieces reversed", "4 pieces pairwise"]
+    a = np.full((1, 4), 0x3F80, np.uint16)  # ones: every order of a sum of ones agrees
+    b = np.full((2, 4), 0x3F80, np.uint16)
+    assert replay(a, b, [(0, 2), (2, 4)], "reversed").tolist() == [[4.0, 4.0]]
+    assert separated([{"a": a, "b": b}], 4, 1)[:2] == (0, 7)
+
+
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_a_split_chosen_from_m_under_a_declared_whole_k_is_red_on_every_seed(tmp_path, seed):
+    contract = tmp_path / "c.yaml"
+    contract.write_text(CONTRACT.replace("seed: 1", f"seed: {seed}"))
+    report = tmp_path / "run.json"
+    done = kcontract("run", "--contract", str(contract), "--gate", "2", "--jobs", "1", "--json", str(report),
+                     env={"PYTHONPATH": str(ROOT), "KCONTRACT_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    doc = json.loads(report.read_text())
+    entry, control = doc["entries"][0]["gates"]["2"], doc["controls"][0]["gates"]["2"]
+    assert entry["passed"] and entry["facts"]["order_probes"]["m6_k1024_n32"]["told_apart"] == 7
+    assert not control["passed"] and control["failures"] > 100, control["failures"]
+    assert "order probes tell apart 7 of 7 orders" in done.stdout
