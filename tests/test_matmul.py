@@ -93,5 +93,5 @@ def test_the_numpy_double_passes_and_its_faults_go_red():
     no_traceback(done)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == (
-        "SUMMARY 2 kernels: 2 pass gates 1-4, 0 fail, 0 known findings; 4 controls: 4 red as planted, 0 missed; "
+        "SUMMARY 2 kernels: 2 pass gates 1-4, 0 fail, 0 known findings; 5 controls: 5 red as planted, 0 missed; "
         "0 limit problems")

@@ -78,14 +78,17 @@ def test_launches_follow_the_schedule_and_split_k(loaded):
     assert qkv._launch(512, 4096, 6144)[0].grid == (6144 // 192, 4, 1)
 
 
-def test_gate_2_adds_order_probes_where_k_has_pieces(loaded):
-    """Two or more pieces: the batches run again on order probes, labelled so; K whole: the realistic rows only."""
+def test_gate_2_adds_order_probes_against_every_plausible_split(loaded):
+    """The batches run again on order probes built against the declared pieces and 2, 3 and 4 pieces (each split
+    once), labelled so, the first set saying how many orders they tell apart; K whole gets them too."""
     sets = family_of(loaded, "matmul_down_k16384_n4096").invariance(Suite.VARIANTS, "m7_k16384_n4096")
-    assert len(sets) == 2 and all(s.case == "m7_k16384_n4096" for s in sets)
-    assert {v.label.startswith("order_probes/") for v in sets[1].variants} == {True}
-    assert len(sets[1].variants) == len(sets[0].variants) and sets[1].base.label.endswith("/order_probes/base")
-    assert len(family_of(loaded, "matmul_logits_k4096_n16384_fp32").invariance(Suite.VARIANTS,
-                                                                              "m64_k4096_n16384")) == 1
+    assert [s.base.label for s in sets] == ["m7_k16384_n4096/base", "m7_k16384_n4096/order_probes/declared/base",
+                                            "m7_k16384_n4096/order_probes/split3/base",
+                                            "m7_k16384_n4096/order_probes/split4/base"]
+    assert all(v.label.startswith("order_probes/") for s in sets[1:] for v in s.variants)
+    assert sets[1].orders[:2] == (7, 7) and all(s.orders is None for s in sets[2:])
+    whole = family_of(loaded, "matmul_logits_k4096_n16384_fp32").invariance(Suite.VARIANTS, "m64_k4096_n16384")
+    assert [s.base.label.split("/")[-2] for s in whole[1:]] == ["split2", "split3", "split4"]
 
 
 def fp32_chain(x: np.ndarray, w: np.ndarray) -> np.ndarray:
