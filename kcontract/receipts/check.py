@@ -4,7 +4,8 @@ Stale, missing, orphaned and failed rows fail, grouped by cause, each line namin
 refreshes them. Rows judged by an earlier checker give one line with their count; they fail only under
 `--strict` or `require_receipt: strict`. Rows current by machine code say so. A receipt is invalid when it is no
 receipt, has the earlier whole-contract form, covers one shard, or ran without a GPU although the contract's
-kernels need one. `require_receipt` demands a receipt with rows.
+kernels need one. `require_receipt` demands a receipt with rows. An entry's `coverage` floor is held to the
+receipt's coverage of its current kernel source.
 """
 
 from __future__ import annotations
