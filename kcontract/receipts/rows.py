@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from kcontract.receipts.depends import row_checker, row_depends
-from kcontract.receipts.form import FORMAT, KIND, KINDS, LISTS, row_key, rows_of
+from kcontract.receipts.form import FORMAT, KIND, KINDS, LISTS, row_key
 from kcontract.verdict.outcome import outcome_from_plain
 from kcontract.verdict.summary import Summary, summarise
 
@@ -88,11 +88,6 @@ def assemble(loaded, rows: dict, runs: list[dict], *, notes: list[str] = (), cov
         **{LISTS[kind]: [r for (k, _), r in rows.items() if k == kind] for kind in KINDS},
         **(extra or {}),
     }
-
-
-def receipt_rows(data: dict | None) -> dict[tuple[str, str], dict]:
-    """A rows receipt's rows by key ({} for none)."""
-    return rows_of(data) if isinstance(data, dict) else {}
 
 
 def _plain(summary: Summary) -> dict:
