@@ -11,6 +11,11 @@ import numpy as np
 import pytest
 
 from kcontract.families.matmul.orders import alternative_orders, probe_splits, replay, separated, tile_pieces
+from kcontract.families.rmsnorm.orders import PLACEMENTS
+from kcontract.families.rmsnorm.orders import alternative_orders as rms_orders
+from kcontract.families.rmsnorm.orders import probe_rows as rms_probe_rows
+from kcontract.families.rmsnorm.orders import separated as rms_separated
+from kcontract.numerics import round_to
 from tests.helpers.cli import kcontract
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,3 +60,43 @@ def test_a_split_chosen_from_m_under_a_declared_whole_k_is_red_on_every_seed(tmp
     assert entry["passed"] and entry["facts"]["order_probes"]["m6_k1024_n32"]["told_apart"] == 7
     assert not control["passed"] and control["failures"] > 100, control["failures"]
     assert "order probes tell apart 7 of 7 orders" in done.stdout
+
+
+RMSNORM_CONTRACT = """version: 1
+seed: 1
+entries:
+  - name: norm
+    family: rmsnorm
+    kernel: {python: "tests.doubles.rmsnorm:rmsnorm"}
+    cases:
+      - {name: h4096, hidden: 4096, rows: 8}
+controls:
+  - {name: threads_from_rows, entry: norm, gate: 2, fault: "the block's thread count chosen from the number of rows",
+     kernel: {python: "tests.doubles.rmsnorm:threads_from_rows"}}
+"""
+
+
+def test_rmsnorm_probe_rows_cross_four_to_the_k_between_the_orders_and_tell_them_apart():
+    rng = np.random.default_rng(3)
+    w = round_to(1.0 + 0.1 * rng.standard_normal(1000), "bf16")
+    rows = np.concatenate([rms_probe_rows(w, 1e-5, p, np.random.default_rng(4)) for p in PLACEMENTS])
+    assert np.array_equal(round_to(rows, "bf16"), rows)  # every probe value is a bf16 value
+    sums = {name: float(reduce((rows.astype(np.float32) ** 2).astype(np.float32))[0])
+            for name, reduce in rms_orders()}
+    assert len(set(sums.values())) >= 5  # the dust survives in different amounts
+    told, of, alike = rms_separated(rows, w, 1e-5)
+    assert of == 12 and told >= 9, alike
+
+
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_an_rmsnorm_whose_order_follows_the_row_count_is_red_on_every_seed(tmp_path, seed):
+    contract = tmp_path / "c.yaml"
+    contract.write_text(RMSNORM_CONTRACT.replace("seed: 1", f"seed: {seed}"))
+    report = tmp_path / "run.json"
+    done = kcontract("run", "--contract", str(contract), "--gate", "2", "--jobs", "1", "--json", str(report),
+                     env={"PYTHONPATH": str(ROOT), "KCONTRACT_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    doc = json.loads(report.read_text())
+    entry, control = doc["entries"][0]["gates"]["2"], doc["controls"][0]["gates"]["2"]
+    assert entry["passed"] and entry["facts"]["order_probes"]["h4096"]["told_apart"] >= 9
+    assert not control["passed"] and control["failures"] > 100, control["failures"]

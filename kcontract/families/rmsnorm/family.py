@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from kcontract.families.rmsnorm.orders import PLACEMENTS, as_bf16_bits, probe_rows, separated
 from kcontract.families.rmsnorm.reference import expected, residual_expected, residual_sum
 from kcontract.families.rmsnorm.spec import Case, RMSNormSpec
 from kcontract.family.base import Family
@@ -60,20 +63,45 @@ class RMSNorm(Family):
                         notes={"rows": self._row_tags(suite, case)})]
 
     def invariance(self, suite: Suite, case: str) -> list[InvarianceSet]:
+        """The case's rows (edge rows too) in every batch, and the same batches of order probes: combs of rows on
+        which the plausible orders of the sum of squares (lanes, vectors, warps, blocks) round apart."""
         drawn = self.memo((Suite.REALISTIC.value, case), lambda: self._draw(Suite.REALISTIC, case))
         rows = self._case(case).rows
         keep = list(range(min(rows, VARIANT_ROWS))) + list(range(rows, rows + len(EDGE_ROWS)))
         inputs = {name: value if name == "w" else value[keep] for name, value in drawn.items()}
+        w = from_bits(inputs["w"], "bf16")
+        probes = self.memo(("order", case), lambda: [
+            (placement, probe_rows(w, self.spec.eps, placement, stream(self.seed, self.entry, case, "order",
+                                                                       placement)))
+            for placement in PLACEMENTS])
+        told = self.memo(("orders", case), lambda: separated(np.concatenate([r for _, r in probes]), w,
+                                                             self.spec.eps))
+        sets = [self._variant_set(case, "", inputs)]
+        for i, (placement, values) in enumerate(probes):
+            sets.append(self._variant_set(case, f"order_probes/{placement}/", self._probe_inputs(values, inputs["w"]),
+                                          told if i == 0 else None))
+        return sets
+
+    def _probe_inputs(self, values: np.ndarray, w: np.ndarray) -> dict[str, np.ndarray]:
+        """Probe rows as the kernel's row inputs: x itself, or (residual) x = r = values / 2, so that h = values."""
+        if self.spec.form == "residual":
+            half = as_bf16_bits(values / 2)
+            return {"x": half, "residual": half.copy(), "w": w}
+        return {"x": as_bf16_bits(values), "w": w}
+
+    def _variant_set(self, case: str, title: str, inputs: dict[str, np.ndarray], orders=None) -> InvarianceSet:
+        """Base rows alone and in batches with filler rows, every variant labelled `title` first."""
         fillers = self.memo(("fillers", case), lambda: self._draw(Suite.REALISTIC, case, "fillers", FILLERS))
 
         def build(kind: str, label: str, members: list[int]) -> Problem:
             pick = {name: np.stack([inputs[name][m] if m >= 0 else fillers[name][-1 - m] for m in members])
                     for name in self._row_inputs()}
-            return self._problem(f"{case}/{label}", pick | {"w": inputs["w"]})
+            return self._problem(f"{case}/{title}{label}", pick | {"w": inputs["w"]})
 
         outputs = ("out", "h_out") if self.spec.form == "residual" else ("out",)
-        return [InvarianceSet(case, self._problem(f"{case}/base", inputs), outputs,
-                              batch_variants(len(keep), FILLERS, build), axes=("row",))]
+        variants = batch_variants(len(inputs["x"]), FILLERS, build)
+        return InvarianceSet(case, self._problem(f"{case}/{title}base", inputs), outputs,
+                             [replace(v, label=title + v.label) for v in variants], axes=("row",), orders=orders)
 
     def bench_calls(self, sizes: dict[str, tuple[int, ...]]) -> list:
         from kcontract.families.rmsnorm.bench import rmsnorm_call
