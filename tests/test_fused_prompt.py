@@ -36,11 +36,11 @@ from tests.test_replay import bf16_row, rn32_exact
 ROOT = Path(__file__).resolve().parents[1]
 FUSED = {"chunk": 64, "score": "mma_bf16", "score_order": "replay_natural", "sum_order": "online_mma",
          "pv": "mma_bf16", "partials": "hidden"}
-SUMMARY = ("SUMMARY 4 kernels: 4 pass gates 1-4, 0 fail, 0 known findings; 2 controls: 2 red as planted, 0 missed; "
+SUMMARY = ("SUMMARY 4 kernels: 4 pass gates 1-4, 0 fail, 0 known findings; 3 controls: 3 red as planted, 0 missed; "
            "0 limit problems")
 
 
-def test_the_fused_cpu_contract_passes_and_both_controls_are_red_where_planted(tmp_path):
+def test_the_fused_cpu_contract_passes_and_every_control_is_red_where_planted(tmp_path):
     report = tmp_path / "run.json"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KCONTRACT_IN_PROCESS")}
     proc = subprocess.run([sys.executable, "-m", "kcontract", "run", "--contract", "tests/contracts/fused.yaml",
@@ -56,6 +56,8 @@ def test_the_fused_cpu_contract_passes_and_both_controls_are_red_where_planted(t
     for control in doc["controls"]:
         red = [int(g) for g, r in control["gates"].items() if not r["passed"]]
         assert red == [doc["planted"][control["task"]["name"]]], control["task"]
+    backwards = next(c for c in doc["controls"] if c["task"]["name"] == "np_fused_backwards_merge")
+    assert backwards["gates"]["1"]["failures"] > 1000  # the gate-1 order probes, under the declared order
     for entry in doc["entries"]:
         for gate in ("1", "3", "4"):  # row_m is checked bit for bit beside out
             by_output = entry["gates"][gate]["facts"]["by_output"]

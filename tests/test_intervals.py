@@ -146,6 +146,26 @@ def test_the_kstep_interval_holds_the_model_for_every_operand_inside(fmt):
     assert np.all(np.abs(acc - (a * b).sum(axis=(1, 2))) <= kstep_sum_error(steps * 16, steps * 16, parts) * sums)
 
 
+def test_a_kstep_whose_terms_lose_no_bit_is_a_point_and_the_model_agrees():
+    """One large term among zeros, or small multiples of 1/16: no cut or truncation loses a bit, so the interval
+    is the exact sum; a term off the grid of the largest one's binade keeps the interval wide."""
+    rng = np.random.default_rng(24)
+    n = 400
+    a = bf16(rng.integers(-16, 17, (n, 16)) / 16.0)
+    a[: n // 2] = 0.0
+    a[: n // 2, 3] = 2.0**22 * rng.choice([-1, 1], n // 2)  # the large value alone in its k-step
+    b = np.ones((n, 16))
+    acc = np.where(np.arange(n) % 3 == 0, 0.0, 0.5 * rng.integers(-64, 65, n))  # sums fp32 values at 2^22 too
+    lo, hi = kstep_interval(acc, acc, a, a, b, 1, axis=-1)
+    model = mma_sum(F32(acc), a, b, LITERATURE).astype(np.float64)
+    assert np.array_equal(lo, hi) and np.array_equal(lo, model) and np.array_equal(lo, acc + a.sum(axis=1))
+    a[n // 2:, 5] = 2.0**22  # a large term beside small ones: some are cut, so no point
+    lo, hi = kstep_interval(acc, acc, a, a, b, 1, axis=-1)
+    assert np.all(lo[n // 2:] < hi[n // 2:])
+    model = mma_sum(F32(acc), a, b, LITERATURE).astype(np.float64)
+    assert np.all((lo <= model) & (model <= hi))
+
+
 def test_step_counts_and_parts():
     assert [touched_steps(n, 256) for n in (0, 1, 16, 17, 240, 256)] == [0, 2, 2, 3, 16, 16]
     assert kstep_sum_error(17, 256, 3) == 3 * kstep_sum_error(17, 256, 1) > 0

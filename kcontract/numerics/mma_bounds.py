@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .bounds import U32
 from .formats import fmt as as_format
 from .fp32 import fp32_at_least, fp32_at_most
@@ -81,4 +83,23 @@ def kstep_interval(lo, hi, a_lo, a_hi, b, parts: int, axis: int = -2):
     err = ((STEP + 1) * (CUT * (largest + (parts - 1) * total) + parts * tiny)
            + parts * RZ * total + 2.0**-50 * total)
     err = xp.where(step > 0, err, 0.0)
-    return fp32_at_least(lo + t_lo.sum(axis=axis) - err), fp32_at_most(hi + t_hi.sum(axis=axis) + err)
+    new_lo, new_hi = fp32_at_least(lo + t_lo.sum(axis=axis) - err), fp32_at_most(hi + t_hi.sum(axis=axis) + err)
+    point, value = _exact_step(lo, hi, a_lo, a_hi, x, parts, axis)
+    return xp.where(point, value, new_lo), xp.where(point, value, new_hi)
+
+
+def _exact_step(lo, hi, a_lo, a_hi, terms, parts: int, axis: int):
+    """Where a k-step is known exactly: the accumulator and every term are points (a in bf16, so its later parts
+    are zero), every term and the accumulator are multiples of 2^(E - 25) for the largest one's binade 2^E (no
+    cut loses a bit), and their exact sum is an fp32 value (the truncation loses none). Returns (mask, sum)."""
+    xp = array_module(lo)
+    point = (lo == hi) & xp.all(a_lo == a_hi, axis=axis)
+    if parts > 1:
+        point &= xp.all(a_lo.astype(xp.float32).view(xp.uint32) & 0xFFFF == 0, axis=axis)
+    largest = xp.maximum(xp.abs(terms).max(axis=axis), xp.abs(lo))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        grid = xp.exp2(xp.floor(xp.log2(xp.where(largest > 0, largest, 1.0))) - 25)
+        on_grid = xp.all(xp.mod(terms, xp.expand_dims(grid, axis)) == 0, axis=axis) & (xp.mod(lo, grid) == 0)
+    total = lo + terms.sum(axis=axis)  # exact: at most 17 multiples of the grid below 2^(E + 1)
+    point &= on_grid & (total.astype(xp.float32).astype(xp.float64) == total) & xp.isfinite(total)
+    return point, total

@@ -56,11 +56,13 @@ def pv_steps(p: np.ndarray, v: np.ndarray, p_bf16: bool) -> np.ndarray:
 
 
 def attend_tile(qf, kf, vf, firsts, lasts, c0: int, scale, p_bf16: bool, grouping: str, rescale_o: bool,
-                chains: int = 1):
+                chains: int = 1, backwards: bool = False):
     """One tile and key head: qf [T, G, D], kf and vf [n, D] (float64 values) for keys 64 c0 .., firsts and lasts
     [T]; returns out [T, G, D] and row_m [T, G] in fp32. Chunks no row of the tile sees are skipped, chunks a row
     does not see leave its state as it is."""
     chunks = tile_chunks(qf, kf, vf, firsts, lasts, c0, scale, p_bf16, grouping)
+    if backwards:  # a planted fault: the key tiles walked from the last one back
+        chunks = reversed(list(chunks))
     big_m, big_l, big_o = online_merge(chunks, qf.shape, chains, rescale_o)
     return big_o / big_l[..., None], big_m
 
@@ -118,7 +120,8 @@ def merge_step(big_m, big_l, big_o, m, l_c, o_c, rescale_o: bool):
 
 
 def fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, *, win, ring, scale,
-               p_bf16: bool, grouping: str = "natural", rescale_o: bool = True, chains: int = 1):
+               p_bf16: bool, grouping: str = "natural", rescale_o: bool = True, chains: int = 1,
+               backwards: bool = False):
     """The fused kernel, tile by tile: each sequence's rows in tiles of TILE // G, every key head's G query heads;
     `chains` online merge chains (merge_chains)."""
     hq, d = q.shape[1], q.shape[2]
@@ -142,7 +145,7 @@ def fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out,
                 vf[stored] = f32_of_bf16(v_cache[int(seq_slot[s]), pos[stored] % int(ring), kh])
                 heads = slice(kh * g, (kh + 1) * g)
                 y, top = attend_tile(qf[:, heads], kf, vf, firsts, lasts, c0, F32(scale), p_bf16, grouping,
-                                     rescale_o, chains)
+                                     rescale_o, chains, backwards)
                 out[rows, heads] = bf16_from_f32_bits(y.astype(F32))
                 row_m[rows, heads] = top
 

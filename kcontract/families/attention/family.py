@@ -118,8 +118,21 @@ class AttentionDecode(WindowAttention):
         window = self.window_of(self._case(case))
         problem = self._build(case, rows, window, slots=self._slots(case, len(rows)))
         n_part = int(problem.scalars["n_part"])
-        return [Checked(case, problem, lambda: self._reference(rows, self.scale, n_part),
-                        notes={"keys": [r.pos - r.first + 1 for r in rows]})]
+        checked = [Checked(case, problem, lambda: self._reference(rows, self.scale, n_part),
+                           notes={"keys": [r.pos - r.first + 1 for r in rows]})]
+        if self.spec.arithmetic.sum_order != "any":  # a declared order: any other rounds apart on the probes
+            probes = self.memo(("gate1-probes", case), lambda: self._probe_rows(case, rows, window))
+            call = self._build(f"{case}/order_probes", probes, window)
+            parts = int(call.scalars["n_part"])
+            checked.append(Checked(f"{case}/order_probes", call, lambda: self._reference(probes, self.scale, parts),
+                                   notes={"keys": [r.pos - r.first + 1 for r in probes]}))
+        return checked
+
+    def _probe_rows(self, case: str, rows: list[RowData], window: Window) -> list[RowData]:
+        """Gate 1's order probes: q = 0 over cancelling pairs of large values, at the case's probe positions."""
+        rng = stream(self.seed, self.entry, case, "gate1-probes")
+        return [order_probe_row(rng, self.spec.shape, window, pos, self.spec.arithmetic.chunk)
+                for pos in probe_positions(rows)]
 
     def _reference(self, rows: list[RowData], scale: float, n_part: int, exact_scores: bool = False) -> Reference:
         """The output's range and, unless the kernel hides them, its partials' at fp32 resolution."""

@@ -13,12 +13,15 @@ BIG = 2.0**22  # cancelling pairs this large absorb small terms at a granularity
 PAIRS = 6  # cancelling pairs per value column
 
 
-def order_probe_row(rng: np.random.Generator, shape: Shape, window: Window, pos: int) -> RowData:
+def order_probe_row(rng: np.random.Generator, shape: Shape, window: Window, pos: int,
+                    chunk: int | None = None) -> RowData:
     """q = 0 (every p exactly 1); v small values plus +BIG/-BIG pairs at random keys, per column.
 
     The exact output is the mean of the small values; an fp32 evaluation absorbs them into the large partial
     sums in a way that depends on which keys share a chunk and in what order partials are added, so a split or
-    order chosen from the batch, the slot or the cache length changes most outputs' bits.
+    order chosen from the batch, the slot or the cache length changes most outputs' bits. Given `chunk` (gate 1
+    under a declared order), a chunk holding a large value has no other nonzero value in its column, so every
+    chunk's own sum is exact (whatever a tensor core does inside it) and only the merge of chunks rounds.
     """
     hq, hk, d = shape.q_heads, shape.kv_heads, shape.head_dim
     first = window.first(pos)
@@ -29,8 +32,13 @@ def order_probe_row(rng: np.random.Generator, shape: Shape, window: Window, pos:
     if n >= 2:
         for kh in range(hk):
             for col in range(d):
-                keys = rng.choice(n, size=min(2 * PAIRS, n - n % 2), replace=False)
+                pairs = max(1, min(PAIRS, n // (4 * chunk))) if chunk else PAIRS
+                keys = rng.choice(n, size=min(2 * pairs, n - n % 2), replace=False)
                 half = len(keys) // 2
+                if chunk:
+                    starts = ((keys + first) // chunk) * chunk - first  # each large value's chunk, row-relative
+                    for start in starts:
+                        v[max(0, start):start + chunk, kh, col] = 0
                 v[keys[:half], kh, col] = big
                 v[keys[half:2 * half], kh, col] = minus_big
     k = rng.standard_normal((n, hk, d), dtype=np.float32)

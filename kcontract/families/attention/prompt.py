@@ -19,6 +19,7 @@ from kcontract.families.attention.prompt_rows import (
     realistic_sequence,
     same_query_sequence,
 )
+from kcontract.families.attention.probes import order_probe_row
 from kcontract.families.attention.prompt_spec import PromptSpec, Sequence
 from kcontract.families.attention.prompt_variants import PromptPlan, plan_prompt_variants
 from kcontract.families.attention.shared_scores import shared_scores
@@ -88,8 +89,28 @@ class AttentionPrompt(WindowAttention):
         return [LaunchShape("attend", FUSED_THREADS * -(-self.spec.shape.head_dim // 128))]
 
     def exactness(self, case: str) -> list[Checked]:
-        """Gate 1: the case's sequences in one call, every row with its rigorous ranges."""
-        return [self._checked(case, list(self._seqs(case)), self.window_of(self._case(case)))]
+        """Gate 1: the case's sequences in one call, every row with its rigorous ranges; under a declared order,
+        also order probes, on which any other order of the sums (the merge's above all) rounds apart."""
+        window = self.window_of(self._case(case))
+        checked = [self._checked(case, list(self._seqs(case)), window)]
+        if self.spec.arithmetic.sum_order != "any":
+            probes = self.memo(("gate1-probes", case), lambda: self._probe_seqs(case, window))
+            checked.append(self._checked(f"{case}/order_probes", probes, window))
+        return checked
+
+    def _probe_seqs(self, case: str, window: Window) -> list[PromptSeq]:
+        """A band of rows ending at the case's last position and at a middle sequence's end, each row with q = 0
+        over the probe's keys (cancelling pairs of large values in every column)."""
+        rng = stream(self.seed, self.entry, case, "gate1-probes")
+        ends = sorted({s.end for s in self._case(case).sequences})
+        seqs = []
+        for pos in sorted({ends[-1], ends[len(ends) // 2]}, reverse=True):
+            row = order_probe_row(rng, self.spec.shape, window, pos, self.spec.arithmetic.chunk)
+            rows = min(BAND, pos + 1, pos - row.first + 1)
+            if window.first(pos - rows + 1) != row.first:  # a sliding window: earlier rows see earlier keys
+                rows = 1
+            seqs.append(same_query_sequence(Sequence(start=pos - rows + 1, rows=rows), row))
+        return seqs
 
     def template_args(self) -> dict[str, int]:
         shape = self.spec.shape
