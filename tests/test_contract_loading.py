@@ -205,7 +205,7 @@ MISTAKES = [
      "F:11: entries[0].cases[0].row: unknown key; expected one of: name, rows, given: 'row'", []),
     ("unknown entry key", "    scale: 2\n", "    scale: 2\n    colr: 3\n",
      "F:13: entries[0].colr: unknown key; expected one of: name, family, kernel, gates, timeout, description, coverage,"
-     " cases, weights, scale", []),
+     " mutation, cases, weights, scale", []),
     ("wrong type", "seed: 7", "seed: seven", "F:2: seed: an integer, given: 'seven'", []),
     ("wrong type in entry", "    scale: 2\n", "    scale: 2\n    timeout: soon\n",
      "F:13: entries[0].timeout: a number, given: 'soon'", []),

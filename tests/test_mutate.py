@@ -212,12 +212,12 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
     first = next(m.ident for m in load(here).mutants if m.status == "candidate")
     seen: list[list[str]] = []
 
-    def cut(tasks, jobs, on_progress, on_done):  # the first mutant's gates finish, red at gate 3; then a SIGTERM
+    def cut(tasks, jobs, on_progress, on_done):  # the first mutant's gate finishes, red at gate 1; then a SIGTERM
         seen.append([t.name for t in tasks])
         outcomes = []
         for task in tasks:
             if task.name.startswith(f"{first}_g"):
-                outcomes.append(_Outcome(task.name, red=task.name.endswith("_g3")))
+                outcomes.append(_Outcome(task.name, red=task.name.endswith("_g1")))
                 on_done(outcomes[-1])
             else:
                 outcomes.append(Outcome(task, status="interrupted"))
@@ -236,3 +236,74 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
     assert statuses[first] == "killed" and list(statuses.values()).count("candidate") >= 1
     CliRunner().invoke(cli, args)  # the rerun plans only the mutants still waiting
     assert not any(name.startswith(f"{first}_g") for name in seen[1]) and seen[1]
+
+
+def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_left_green(tmp_path, monkeypatch):
+    import kcontract.runner.session
+    from kcontract.contract.loader import load_contract
+    from kcontract.mutate.campaign import load
+
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    args = ["mutate", "rmsnorm_h4096", "--contract", str(ROOT / "contract.yaml"), "--limit", "8", "--sm", "sm_90a"]
+    assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
+    here = tmp_path / "cache" / "mutants" / "rmsnorm_h4096"
+    waiting = [m.ident for m in load(here).mutants if m.status == "candidate"]
+    argued = {(a.line, a.change) for a in load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
+              .entry("rmsnorm_h4096").mutation.equivalent}
+    green = next(m.ident for m in load(here).mutants  # every gate green: it survives (it is argued nowhere)
+                 if m.status == "candidate" and (m.line, m.change) not in argued)
+    assert len(waiting) >= 2
+    stages: list[list[str]] = []
+
+    def run(tasks, jobs, on_progress, on_done):
+        stages.append([t.name for t in tasks])
+        outcomes = [_Outcome(t.name, red=not t.name.startswith(f"{green}_g")) for t in tasks]
+        for outcome in outcomes:
+            on_done(outcome)
+        return outcomes
+
+    monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
+    monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
+    monkeypatch.setattr(kcontract.commands.preflight, "device_sm", lambda: "sm_90")
+    monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
+    monkeypatch.setattr("kcontract.commands.mutate_cmd._sanitize_survivors", lambda *a: None)
+    done = CliRunner().invoke(cli, args)
+    assert sorted(stages[0]) == sorted(f"{m}_g1" for m in waiting)
+    assert stages[1] == [f"{green}_g{g}" for g in (2, 4)]  # rmsnorm launches gates 1, 2 and 4
+    statuses = {m.ident: m.status for m in load(here).mutants}
+    assert statuses[green] == "survived" and all(statuses[m] == "killed" for m in waiting if m != green)
+    assert f"survived {green} (" in done.output and done.exit_code == 0, done.output
+
+
+def test_a_survivor_argued_in_yaml_leaves_the_score_and_keeps_its_reason():
+    from kcontract.contract.model import MutationArguments
+    from kcontract.mutate.campaign import Campaign, MutantResult
+
+    campaign = Campaign("e", "k.cu", "0" * 64, "sm_90", 0, [
+        MutantResult("m1", "compare", 41, "== -> <=", "d1", status="survived"),
+        MutantResult("m2", "compare", 60, "< -> <=", "d2", status="survived"),
+        MutantResult("m3", "arith", 7, "+ -> -", "d3", status="killed")], [])
+    arguments = MutationArguments.model_validate({"equivalent": [
+        {"line": 41, "change": "== -> <=", "reason": "lane is never negative"},
+        {"line": 9, "change": "1 -> 2", "reason": "stale"}]})
+    assert campaign.argue(arguments) == ["line 9: 1 -> 2"]
+    report = campaign.counts()
+    assert report["score_pct"] == 50.0 and report["by_status"]["argued"] == 1
+    assert report["argued"] == [{"ident": "m1", "kind": "compare", "diff": "d1", "reason": "lane is never negative"}]
+    assert [s["ident"] for s in report["survivors"]] == ["m2"]
+    campaign.argue(None)  # the argument withdrawn: a survivor again
+    assert campaign.counts()["score_pct"] == round(100 / 3, 1)
+
+
+def test_argued_mutants_load_on_cuda_entries_only_and_stale_no_row(tmp_path):
+    from kcontract.contract.loader import load_contract
+    from kcontract.receipts.depends import PROSE
+
+    text = (ROOT / "tests" / "contracts" / "rmsnorm.yaml").read_text().replace(
+        "    eps: 1.0e-6\n", "    eps: 1.0e-6\n    mutation: {equivalent: [{line: 3, change: '+ -> -', reason: 'r'}]}\n", 1)
+    (tmp_path / "c.yaml").write_text(text)
+    done = CliRunner().invoke(cli, ["check", "--contract", str(tmp_path / "c.yaml")])
+    assert done.exit_code == 2 and "argued mutants only on a CUDA kernel" in done.output, done.output
+    assert "mutation" in PROSE
+    loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
+    assert all(e.mutation is None or e.kernel.cuda is not None for e in loaded.entries)

@@ -8,7 +8,8 @@
 #                 carry over where the kernel is unchanged
 #   TOOLKIT=DIR   compile with the toolchain in DIR (lib64/libnvrtc.so, include/, version.json: the layout
 #                 tools/pinned_toolkit.sh packs) instead of the environment's
-#   MUTATE="E1 E2:CASE"  entries whose mutation campaigns the mutate step runs (a case after ':' narrows one), each
+#   MUTATE="E1 E2:CASE"  entries whose mutation campaigns the mutate step runs (a case after ':' narrows one;
+#                 MUTATE_PARALLEL at once, each with MUTATE_JOBS workers), each
 #                 of MUTATE_COUNT mutants (default 30) and cut at MUTATE_LIMIT_S seconds (default 150), equivalence
 #                 judged on MUTATE_SM (default: kcontract's, the contract's target for the GPU); the scores go into
 #                 $OUT/receipt.json (a copy of RECEIPT when the run step did not write it; the bench adds there too)
@@ -60,15 +61,21 @@ if has bench; then
     > "$OUT/bench.log" 2>&1
   echo "bench exit $?" >> "$OUT/bench.log"
 fi
-if has mutate; then
-  for spec in ${MUTATE:-}; do
-    entry=${spec%%:*}
-    narrow=()
+if has mutate; then  # MUTATE_PARALLEL campaigns at once (default 1), each with MUTATE_JOBS workers (default auto)
+  campaign() {
+    local spec=$1 entry=${1%%:*} narrow=()
     [[ $spec == *:* ]] && narrow=(--case "${spec#*:}")
     timeout -s TERM "${MUTATE_LIMIT_S:-150}" kcontract mutate "$entry" "${narrow[@]}" --limit "${MUTATE_COUNT:-30}" \
-      ${MUTATE_SM:+--sm "$MUTATE_SM"} --receipt "$OUT/receipt.json" --json "$OUT/mutate-$entry.json" >> "$OUT/mutate.log" 2>&1
-    echo "mutate $entry exit $?" >> "$OUT/mutate.log"
+      --jobs "${MUTATE_JOBS:-auto}" ${MUTATE_SM:+--sm "$MUTATE_SM"} --receipt "$OUT/receipt.json" \
+      --json "$OUT/mutate-$entry.json" > "$OUT/mutate-$entry.log" 2>&1
+    echo "mutate $entry exit $?" >> "$OUT/mutate-$entry.log"
+  }
+  for spec in ${MUTATE:-}; do
+    while [ "$(jobs -rp | wc -l)" -ge "${MUTATE_PARALLEL:-1}" ]; do wait -n; done
+    campaign "$spec" &
   done
+  wait
+  for spec in ${MUTATE:-}; do cat "$OUT/mutate-${spec%%:*}.log" >> "$OUT/mutate.log"; done
 fi
 if has sanitize; then  # each CUDA entry's smallest case and its controls under compute-sanitizer
   timeout "${SANITIZE_LIMIT:-300}" kcontract run --sanitize --json "$OUT/sanitize.json" > "$OUT/sanitize.log" 2>&1

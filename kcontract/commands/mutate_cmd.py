@@ -68,6 +68,9 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
     whole = True
     if not prepare_only and any(m.status == "candidate" for m in campaign.mutants):
         whole = _run(campaign, here, jobs)
+    for unused in campaign.argue(entry.mutation):
+        err.print(f"mutate {entry_name}: mutation.equivalent {unused} matches no survivor of this campaign",
+                  markup=False)
     report = campaign.counts()
     if json_path:
         Path(json_path).write_text(json.dumps({**report, "cut_short": not whole}, indent=1) + "\n")
@@ -76,20 +79,31 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
                   markup=False)
         raise KeyboardInterrupt
     if receipt_path:
-        receipt = json.loads(Path(receipt_path).read_text())
         commit = git_state(Path(loaded.path).resolve().parent)["commit"]
-        receipt.setdefault("mutation", {})[entry_name] = {**report, "source_sha256": campaign.source_sha256,
-                                                          "measured_at": commit}
-        Path(receipt_path).write_text(json.dumps(receipt, indent=1, sort_keys=True) + "\n")
+        _record(Path(receipt_path), entry_name, {**report, "source_sha256": campaign.source_sha256,
+                                                 "measured_at": commit})
     for m in campaign.mutants:
-        if m.status == "survived":
-            out.print(f"survived {m.ident} ({m.kind}): {m.diff}", markup=False, highlight=False)
+        if m.status in ("survived", "argued"):
+            why = f" argued equivalent: {m.detail}" if m.status == "argued" else ""
+            out.print(f"{m.status} {m.ident} ({m.kind}, `{m.change}`):{why} {m.diff}", markup=False,
+                      highlight=False)
     out.print(_line(report), markup=False)
     if _all_equivalent(report):
         err.print(f"mutate {entry_name}: no mutant changes the machine code on {sm}, so nothing was scored; does "
                   f"the kernel trap there? Name the SM it runs on with --sm", markup=False)
         sys.exit(1)
     sys.exit(0 if prepare_only or report["by_status"].get("candidate", 0) == 0 else 1)
+
+
+def _record(receipt: Path, entry_name: str, score: dict) -> None:
+    """The score into the receipt's `mutation`, under a lock: campaigns running side by side share the file."""
+    import fcntl
+
+    with open(receipt.with_name(receipt.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = json.loads(receipt.read_text())
+        data.setdefault("mutation", {})[entry_name] = score
+        receipt.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def _all_equivalent(report: dict) -> bool:
@@ -121,20 +135,27 @@ def _run(campaign: Campaign, here: Path, jobs) -> bool:
     mutant_contract = load_contract(contract)
     preflight(mutant_contract, contract, cuda=True, gpu=True, names=[campaign.entry], quiet=True)
     waiting = {m.ident for m in campaign.mutants if m.status == "candidate"}
-    chosen = tuple(c.name for c in mutant_contract.controls if c.name.rpartition("_g")[0] in waiting)
-    tasks = plan_tasks(mutant_contract, contract, Selection(controls=chosen))
+    chosen = [c.name for c in mutant_contract.controls if c.name.rpartition("_g")[0] in waiting]
     planned: dict[str, int] = {}
     for name in chosen:
         planned[name.rpartition("_g")[0]] = planned.get(name.rpartition("_g")[0], 0) + 1
     workers = auto_jobs(mutant_contract, gpu=True)[0] if jobs == "auto" else jobs
-    finished = []
-    with RunProgress(out, work_units(mutant_contract, tasks)) as progress:
-        def done(outcome) -> None:
-            finished.append(outcome)
-            progress.done(outcome)
+    first = min(int(name.rpartition("_g")[2]) for name in chosen)
+    finished, whole = [], True
+    for stage in ("first", "rest"):  # the first gate for all, the others only for mutants it left green
+        red = {o.task.name.rpartition("_g")[0] for o in finished if o.status != "ran" or o.failed_gates()}
+        names = tuple(n for n in chosen if (int(n.rpartition("_g")[2]) == first) == (stage == "first")
+                      and n.rpartition("_g")[0] not in red)
+        if not names or not whole:
+            continue
+        tasks = plan_tasks(mutant_contract, contract, Selection(controls=names))
+        with RunProgress(out, work_units(mutant_contract, tasks)) as progress:
+            def done(outcome) -> None:
+                finished.append(outcome)
+                progress.done(outcome)
 
-        outcomes = run_tasks(tasks, workers, lambda step: None, done)
-        whole = not any(o.status == "interrupted" for o in outcomes)
+            outcomes = run_tasks(tasks, workers, lambda step: None, done)
+            whole = not any(o.status == "interrupted" for o in outcomes)
     judge_runs(campaign, finished, planned)
     if whole:
         _sanitize_survivors(campaign, contract, mutant_contract)

@@ -21,6 +21,7 @@ class LoadedEntry:
     line: int | None = None  # where the entry starts in the contract file
     index: int = 0  # position in the file's `entries`
     coverage: object = None  # its CoverageFloor, where it declares one
+    mutation: object = None  # its MutationArguments, where it argues survivors equivalent
 
     def fresh_family(self, seed: int) -> Family:
         """A new instance of the entry's family at `seed` (a task's own, with no drawn state), exports kept."""

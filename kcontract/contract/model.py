@@ -88,6 +88,21 @@ class CoverageFloor(Strict):
     argued: list[ArguedLine] = []
 
 
+class ArguedMutant(Strict):
+    """A surviving mutant the gates cannot tell from the kernel, and why: its line and change as `kcontract mutate`
+    prints them."""
+
+    line: int = Field(ge=1)
+    change: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+
+class MutationArguments(Strict):
+    """Survivors of `kcontract mutate` argued equivalent: counted apart, never in the score."""
+
+    equivalent: list[ArguedMutant] = []
+
+
 class Entry(BaseModel):
     """One kernel configuration under test; family-specific fields are validated by the family."""
 
@@ -100,6 +115,7 @@ class Entry(BaseModel):
     timeout: float = Field(default=300.0, gt=0, le=86400)  # seconds each gate of the entry may take in its worker
     description: str = ""
     coverage: CoverageFloor | None = None  # `kcontract coverage` fails below it (CUDA kernels)
+    mutation: MutationArguments | None = None  # survivors argued equivalent (CUDA kernels)
 
 
 class Control(Strict):

@@ -39,7 +39,7 @@ class MutantResult:
     line: int
     change: str
     diff: str
-    status: str = "candidate"  # equivalent, stillborn, candidate, killed, survived
+    status: str = "candidate"  # equivalent, stillborn, candidate, killed, survived, argued (a survivor argued equivalent)
     detail: str = ""  # the first compile error, or the gates that killed it
 
 
@@ -68,7 +68,25 @@ class Campaign:
         return {"entry": self.entry, "sm": self.sm, "mutants": len(self.mutants), "by_status": by_status,
                 "by_class": by_class, "score_pct": score,
                 "survivors": [{"ident": m.ident, "kind": m.kind, "diff": m.diff} for m in self.mutants
-                              if m.status == "survived"]}
+                              if m.status == "survived"],
+                "argued": [{"ident": m.ident, "kind": m.kind, "diff": m.diff, "reason": m.detail}
+                           for m in self.mutants if m.status == "argued"]}
+
+    def argue(self, arguments) -> list[str]:
+        """Survivors the entry argues equivalent (`mutation.equivalent`: line and change) set apart with the reason,
+        those no longer argued back to survivors; returns the arguments that match no survivor."""
+        reasons = {(a.line, a.change): a.reason for a in (arguments.equivalent if arguments else [])}
+        used = set()
+        for m in self.mutants:
+            if m.status not in ("survived", "argued"):
+                continue
+            key = (m.line, m.change)
+            if key in reasons:
+                m.status, m.detail = "argued", reasons[key]
+                used.add(key)
+            else:
+                m.status, m.detail = "survived", ""
+        return [f"line {line}: {change}" for line, change in reasons if (line, change) not in used]
 
 
 def workdir(loaded, entry_name: str) -> Path:

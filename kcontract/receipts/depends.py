@@ -22,7 +22,7 @@ from kcontract.contract.paths import resolve_source
 from kcontract.identity import PACKAGE, below, core_digest, family_digest, file_sha256, installed_roots, module_files
 from kcontract.toolchain.headers import include_dirs_of, local_headers
 
-PROSE = ("description", "coverage")  # fields of a node no gate reads: prose, and the floor `coverage` judges
+PROSE = ("description", "coverage", "mutation")  # fields no gate reads: prose, coverage's floor, argued mutants
 
 
 def digest_of(value) -> str:
