@@ -2,7 +2,8 @@
 # The GPU machine's run in one go, as a kernel author runs it: kcontract installed into the machine's own Python
 # (its torch, CuPy and NVRTC as they are), the receipt's rows that are not current refreshed (`stale`, the default)
 # or the whole contract run cold (`run`), then the optional steps (bench, mutate, sanitize, peers, plugin, tests);
-# full logs under $OUT, a short table last. STEPS picks steps (default install,stale).
+# full logs under $OUT (the receipts, run.log and run.json as they are, the rest in logs.tgz), a short table last.
+# STEPS picks steps (default install,stale).
 #   RECHECK=1     the stale step also re-runs rows judged by an earlier kcontract (--recheck)
 #   RECEIPT=F     the receipt to write (default receipts/contract-h200.json); an existing one's mutation scores
 #                 carry over where the kernel is unchanged
@@ -112,4 +113,8 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/peers-selftest.log" ] && grep -E "^peer|exit" "$OUT/peers-selftest.log" | cut -c1-200
 [ -f "$OUT/peers.log" ] && grep -E "^--stale|FAIL|MISSED|ERROR|crashed|timed out|SUMMARY|peers exit|error" "$OUT/peers.log" | cut -c1-240 | tail -30
 [ -f "$OUT/plugin.log" ] && tail -6 "$OUT/plugin.log"
+# What comes back from a machine may be few files: the receipts and the run's log stay, the rest goes into logs.tgz.
+rm -f "$OUT"/*.lock
+( cd "$OUT" && ls | grep -vxE "receipt.json|peers-receipt.json|run.log|run.json" > .packed
+  [ -s .packed ] && tar czf logs.tgz -T .packed && xargs rm -f < .packed; rm -f .packed )
 true
