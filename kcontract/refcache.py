@@ -14,7 +14,7 @@ import json
 import os
 import pickle
 import struct
-import tempfile
+import sys
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from kcontract.atomicfile import atomic_writer
 from kcontract.cachesize import touch
 from kcontract.identity import digest, family_digest
 from kcontract.problem import Assembled, Checked, Problem, Reference
@@ -143,9 +144,11 @@ class ReferenceCache:
             if at != len(body) or not parts:
                 raise ValueError("truncated")
             return pickle.loads(parts[0], buffers=parts[1:])
-        except Exception:  # a torn, edited or foreign file: drop it and make it again
+        except Exception as error:  # a torn, edited or foreign file: drop it, say so, and make it again
             note_cache("rebuilt", what)
             path.unlink(missing_ok=True)
+            print(f"note: cached {what} in {path} were damaged ({error or type(error).__name__}); removed and made "
+                  f"again", file=sys.stderr, flush=True)
             return None
 
     def _store(self, path: Path, value: Any) -> None:
@@ -158,13 +161,11 @@ class ReferenceCache:
             h.update(LENGTH.pack(part.nbytes))
             h.update(part)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
+        with atomic_writer(path) as f:
             f.write(MAGIC + h.hexdigest().encode() + b"\n")
             for part in parts:
                 f.write(LENGTH.pack(part.nbytes))
                 f.write(part)
-        os.replace(tmp, path)
 
     @contextmanager
     def _lock(self, path: Path):

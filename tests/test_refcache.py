@@ -56,6 +56,10 @@ def test_a_corrupt_reference_is_rebuilt_not_trusted(cache, tmp_path):
     data = bytearray(files[0].read_bytes())
     data[-20] ^= 0xFF  # one flipped byte in the payload
     files[0].write_bytes(bytes(data))
+    said = CliRunner().invoke(cli, ["run", "--contract", CPU, *SELECT])
+    assert f"note: cached " in said.output and f"{files[0]} were damaged (checksum); removed and made again" in \
+        said.output, said.output
+    files[0].write_bytes(bytes(data))
     again = run(tmp_path)
     lookups = sum(cold[w]["hit"] + cold[w]["miss"] for w in ("references", "inputs"))
     assert sum(again[w]["rebuilt"] for w in ("references", "inputs")) == 1

@@ -22,6 +22,7 @@ from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.globals import unregistered
 from kcontract.toolchain.units import contract_uses, group_units
+from kcontract.verdict.summary import plural
 
 
 
@@ -68,7 +69,8 @@ def check_command(contract_path: str, jobs: int | None, strict_records: bool, st
     records = len(report.rows) if report else 0
     if compiles == 0 and records == 0 and not loaded.controls:
         problems.append("nothing to check: no CUDA kernel compiled, no launch record, no control; a check that "
-                        "checked nothing proves nothing (register a CUDA kernel in the contract)")
+                        "checked nothing proves nothing (register a CUDA kernel, or a control for a Python one: "
+                        "docs/kernel-contract.md, section 4)")
 
     for line in problems:
         out.print(f"FAIL {line}", markup=False)
@@ -86,8 +88,8 @@ def check_command(contract_path: str, jobs: int | None, strict_records: bool, st
                 f"{len({(f.unit.ident, f.sm) for f in built.failures})} failed; gate 5: {gate5_summary(report)}; "
                 f"gate-5 controls: {sum(c.red for c in report.controls)} red as planted, "
                 f"{len(report.missed_controls)} missed; toolchain {toolchain.id}" if built else "no CUDA kernel")
-    out.print(f"SUMMARY check {'passed' if passed else 'FAILED'}: contract valid ({entries} entries, {controls} "
-              f"controls); {len(found)} __global__ in {', '.join(f + '/' for f in folders)}, {len(missing)} unregistered; "
+    out.print(f"SUMMARY check {'passed' if passed else 'FAILED'}: contract valid ({plural(entries, 'entry', 'entries')}, "
+              f"{plural(controls, 'control')}); {len(found)} __global__ in {', '.join(f + '/' for f in folders)}, {len(missing)} unregistered; "
               f"{compiled}; "
               f"receipts: {receipts.summary()}; {time.monotonic() - started:.1f} s", markup=False)
     sys.exit(int(ExitCode.OK if passed else ExitCode.FAILED))

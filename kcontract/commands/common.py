@@ -47,6 +47,23 @@ class Jobs(click.ParamType):
         self.fail(f"{value!r} is not a worker count from 1 to 64 or 'auto'", param, ctx)
 
 
+class Count(click.ParamType):
+    """A whole number from `low` to `high`, said so when it is not one (click's IntRange says "integer range")."""
+
+    name = "N"
+
+    def __init__(self, low: int, high: int, what: str):
+        self.low, self.high, self.what = low, high, what
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and self.low <= value <= self.high:
+            return value
+        text = str(value).strip()
+        if text.lstrip("-").isdigit() and self.low <= int(text) <= self.high:
+            return int(text)
+        self.fail(f"{value!r} is not {self.what}: a whole number from {self.low:,} to {self.high:,}", param, ctx)
+
+
 def require_writable(**paths: str | None) -> None:
     """Refuse, before any work, an output path that cannot be written (`--json x/y` under a file, a path in
     /proc); a missing folder is made, and said so."""

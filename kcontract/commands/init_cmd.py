@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from kcontract.commands.common import contract_option, user_errors
 from kcontract.contract.imports import add_import_roots, import_roots
 from kcontract.contract.kernels import fill_symbols, one_line, python_kernel_problem
+from kcontract.atomicfile import new_file_mode
 from kcontract.contract.loader import load_contract
 from kcontract.contract.model import PYTHON_TARGET, CudaKernel, Entry, KernelRef
 from kcontract.contract.yaml_lines import LineLoader, load_yaml
@@ -314,6 +315,8 @@ def _write(text: str, target: Path, contract_path: str) -> None:
             raise UsageError(f"{message} (in the would-be contract; nothing written)") from None
         if target.exists():
             shutil.copymode(target, temp)
+        else:
+            os.chmod(temp, new_file_mode())  # as the user's editor would create it, not mkstemp's 0600
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)
@@ -331,6 +334,9 @@ def _report(contract_path: str, name: str, family: str, kernel: list[str], templ
     if cuda:
         steps.append(f"kcontract records --contract {flag} --update   # compile it, write its launch records")
     steps.append(f"kcontract run --contract {flag} --only {shlex.quote(name)}" + ("   # on a GPU" if cuda else ""))
+    if not cuda:
+        steps.append(f"kcontract check --contract {flag}   # once a control plants a fault in {name} "
+                     f"(docs/kernel-contract.md, section 4)")
     click.echo("next:")
     for step in steps:
         click.echo(f"  {step}")

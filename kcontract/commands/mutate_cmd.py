@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from kcontract.commands.common import Jobs, contract_option, err, out, user_errors
+from kcontract.commands.common import Count, Jobs, contract_option, err, out, user_errors
 from kcontract.commands.preflight import device_target, preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
@@ -26,7 +26,7 @@ from kcontract.contract.paths import resolve_source
 @contract_option
 @click.option("--limit", type=click.IntRange(1, 2000), default=60, show_default=True,
               help="Mutants at most, spread over the mutation classes.")
-@click.option("--seed", "mutant_seed", type=click.IntRange(0, 2**31), default=0, show_default=True,
+@click.option("--seed", "mutant_seed", type=Count(0, 2**31, "a seed"), default=0, show_default=True,
               help="Which sites each class samples.")
 @click.option("--sm", help="The SM whose SASS decides equivalence (default: the contract's target for this GPU, "
               "such as sm_90a on an H100 or H200; needed where there is no GPU).")

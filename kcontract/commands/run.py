@@ -7,7 +7,7 @@ import time
 import click
 
 from kcontract.cachesize import keep_under_cap
-from kcontract.commands.common import Jobs, contract_option, err, out, strict_records_option, user_errors
+from kcontract.commands.common import Count, Jobs, contract_option, err, out, strict_records_option, user_errors
 from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
@@ -34,7 +34,7 @@ from kcontract.toolchain.cache import cache_root
 @click.option("--control", "control_names", multiple=True, help="Run only this control (repeatable).")
 @click.option("--gate", "gate", type=click.IntRange(min(NUMBERS), max(NUMBERS)), help="Run only this gate.")
 @click.option("--case", "case", help="Run only this case (a gate's case, as replay commands name it).")
-@click.option("--seed", "seed", type=click.IntRange(0, 2**63 - 1), help="Override the contract's seed.")
+@click.option("--seed", "seed", type=Count(0, 2**63 - 1, "a seed"), help="Override the contract's seed.")
 @click.option("--no-controls", is_flag=True, help="Skip the planted-fault controls.")
 @click.option("--jobs", "jobs", type=Jobs(), default="auto", show_default=True,
               help="Worker processes running entries side by side, or 'auto'.")

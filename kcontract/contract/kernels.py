@@ -163,15 +163,17 @@ def _values(values: list) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def python_kernel_problem(kernel: KernelRef, abi: tuple[str, ...]) -> str | None:
-    """Why a Python kernel cannot be called with the family's ABI arguments, or None."""
+def python_kernel_problem(kernel: KernelRef, abi: tuple[str, ...], roots: list | tuple = ()) -> str | None:
+    """Why a Python kernel cannot be called with the family's ABI arguments, or None; `roots` are the folders the
+    contract's modules resolve from, named where the module is not found."""
     module_name, _, attr = kernel.python.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name and module_name.startswith(error.name):
-            return (f"an importable module:function; no module named {error.name!r} (modules resolve from the "
-                    f"contract's folder and its project root)")
+            where = " and ".join(str(r) for r in roots) or "the contract's folder and its project root"
+            return (f"an importable module:function; no module named {error.name!r} in {where} or on the Python "
+                    f"path (put the module there, or add its folder to PYTHONPATH)")
         return f"an importable module:function; importing {module_name} failed: {one_line(error)}"
     except Exception as error:  # a broken user module: show where it broke, not a traceback
         return f"an importable module:function; importing {module_name} raised {one_line(error)}"

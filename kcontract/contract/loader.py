@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import json
 import re
 import types
@@ -10,7 +12,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from kcontract.contract.imports import add_import_roots
+from kcontract.contract.imports import add_import_roots, import_roots
 from kcontract.contract.kernels import one_line, fill_launch, fill_symbols, instance_problem, python_kernel_problem
 from kcontract.contract.loaded import LoadedContract, LoadedControl, LoadedEntry
 from kcontract.contract.model import Contract, Entry, KernelRef
@@ -48,6 +50,9 @@ _PATTERNS = {
 _TYPE_TAGS = {"str", "int", "float", "bool", "none", "bytes", "list", "dict", "tuple"}
 
 
+MAX_BYTES = 4 * 2**20  # a contract file's size at most; larger ones are refused before parsing
+
+
 def load_contract(path: str, *, import_kernels: bool = True) -> LoadedContract:
     """Parse, validate and resolve a contract file; Python kernels are imported and checked unless told not to."""
     text = _read(path)
@@ -73,13 +78,17 @@ def _read(path: str) -> str:
     """The file's text, or a ContractError saying why not."""
     try:
         with open(path, "rb") as handle:
-            raw = handle.read()
+            raw = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise ContractError(path, None, "", "no such file; pass --contract FILE") from None
     except IsADirectoryError:
         raise ContractError(path, None, "", "a file", "a directory") from None
     except OSError as error:
         raise ContractError(path, None, "", f"a readable file ({error.strerror})") from None
+    if len(raw) > MAX_BYTES:
+        raise ContractError(path, None, "", f"a contract of at most {MAX_BYTES // 2**20} MiB (checked before "
+                            f"parsing)", f"{os.path.getsize(path):,} bytes: is it the contract? Register fewer "
+                            "entries or cases in it") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -198,7 +207,7 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
             return None
         return ref.model_copy(update={"cuda": cuda})
     if import_kernels:
-        why = python_kernel_problem(ref, family.kernel_abi())
+        why = python_kernel_problem(ref, family.kernel_abi(), import_roots(problems.file))
         if why:
             problems.add(parts + ["python"], why, _show(ref.python))
             return None

@@ -13,6 +13,7 @@ _TAG = "tag:yaml.org,2002:"
 _PLAIN_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 _DROPPED = {_TAG + t for t in ("bool", "float", "timestamp")}
 MAX_VALUES = 100_000  # values a document may expand to (aliases counted each time they are used)
+MAX_DEPTH = 50  # collections nested in one another at most (the parser recurses once per level)
 
 
 class LineLoader(yaml.SafeLoader):
@@ -62,6 +63,7 @@ def line_of(lines: dict[str, int], parts: list[str | int]) -> int | None:
 
 def load_yaml(file: str, text: str) -> LoadedYaml:
     """Parse one YAML document; syntax errors, a field given twice and exotic tags are ContractErrors."""
+    _check_depth(file, text)
     loader = LineLoader(text)
     try:
         node = loader.get_single_node()
@@ -80,6 +82,26 @@ def load_yaml(file: str, text: str) -> LoadedYaml:
     finally:
         loader.dispose()
     return LoadedYaml(data, lines)
+
+
+def _check_depth(file: str, text: str) -> None:
+    """A ContractError where collections nest deeper than MAX_DEPTH, read from the scanner's tokens (which, unlike
+    the parser, does not recurse); syntax errors are left to the parser."""
+    opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+               yaml.BlockMappingStartToken)
+    closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+    depth = 0
+    try:
+        for token in yaml.scan(text, Loader=LineLoader):
+            if isinstance(token, opening):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ContractError(file, token.start_mark.line + 1, "", f"collections nested at most "
+                                        f"{MAX_DEPTH} deep", f"deeper ones, from column {token.start_mark.column + 1}")
+            elif isinstance(token, closing):
+                depth -= 1
+    except yaml.YAMLError:
+        return
 
 
 def _key_text(node: yaml.Node) -> str:

@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kcontract.atomicfile import write_atomic
 from kcontract.cachesize import touch
 from kcontract.errors import EnvironmentProblem
 
@@ -136,9 +137,9 @@ class CompileCache:
         """Store a compile atomically and return it."""
         where = self._dir(key)
         where.mkdir(parents=True, exist_ok=True)
-        _write_atomic(where / "module.cubin", cubin)
+        write_atomic(where / "module.cubin", cubin)
         meta = {"lowered": lowered, "log": log, "facts": facts}
-        _write_atomic(where / "meta.json", json.dumps(meta, indent=1, sort_keys=True).encode())
+        write_atomic(where / "meta.json", json.dumps(meta, indent=1, sort_keys=True).encode())
         return CachedModule(key, where / "module.cubin", lowered, log)
 
     def text(self, key: str, name: str) -> str | None:
@@ -152,16 +153,6 @@ class CompileCache:
         """Store derived text beside a compile."""
         where = self._dir(key)
         where.mkdir(parents=True, exist_ok=True)
-        _write_atomic(where / name, text.encode())
+        write_atomic(where / name, text.encode())
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write a file so readers see the old or the new content, never a part."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -30,9 +30,9 @@ def gates_phrase(gates: list[int]) -> str:
     return "gates " + ", ".join(map(str, gates[:-1])) + f" and {gates[-1]}"
 
 
-def plural(n: int, word: str) -> str:
-    """`1 record failure`, `2 record failures`."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 record failure`, `2 record failures` (`many`: the plural where it is not word + s)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 @dataclass

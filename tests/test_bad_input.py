@@ -1,0 +1,75 @@
+"""Bad input as a new user gives it: one clear line and exit 2, before any work; files made as the umask says."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+from tests.helpers.cli import kcontract, no_traceback
+
+KERNEL = "def f(x, w, out, *, hidden, eps):\n    pass\n"
+
+
+def test_a_contract_nested_hundreds_deep_is_refused_in_one_line(tmp_path):
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("version: 1\nseed: 1\nentries: " + "[" * 500 + "]" * 500 + "\n")
+    done = kcontract("check", "--contract", str(deep))
+    no_traceback(done)
+    assert done.returncode == 2 and "deep.yaml:3: collections nested at most 50 deep" in done.stderr, done.stderr
+    plugin = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kcontract", str(deep)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "INTERNALERROR" not in plugin.stdout + plugin.stderr and "nested at most 50 deep" in plugin.stdout + \
+        plugin.stderr, plugin.stdout[-2000:] + plugin.stderr[-2000:]
+
+
+def test_a_contract_too_large_is_refused_before_it_is_parsed(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("version: 1\nseed: 1\nentries:\n" + "  - {name: e, family: rmsnorm}\n" * 200_000)
+    done = kcontract("check", "--contract", str(big))
+    no_traceback(done)
+    assert done.returncode == 2 and "a contract of at most 4 MiB (checked before parsing)" in done.stderr
+    assert f"{big.stat().st_size:,} bytes" in done.stderr
+
+
+def test_init_and_the_cache_make_files_as_the_umask_says(tmp_path):
+    (tmp_path / "k.py").write_text(KERNEL)
+    old = os.umask(0o022)
+    try:
+        done = kcontract("init", "--family", "rmsnorm", "--python", "k:f", cwd=tmp_path,
+                         env={"KCONTRACT_CACHE": str(tmp_path / "cache")})
+        assert done.returncode == 0, done.stderr
+        assert stat.S_IMODE((tmp_path / "contract.yaml").stat().st_mode) == 0o644
+        assert "kcontract check --contract contract.yaml   # once a control plants a fault in f" in done.stdout
+        ran = kcontract("run", "--gate", "1", cwd=tmp_path, env={"KCONTRACT_CACHE": str(tmp_path / "cache")})
+        assert ran.returncode == 1, ran.stdout[-2000:]  # the kernel writes nothing: red, and the cache is filled
+        made = [p for p in (tmp_path / "cache").rglob("*") if p.is_file() and not p.name.endswith(".lock")]
+        assert made and {stat.S_IMODE(p.stat().st_mode) for p in made} == {0o644}
+    finally:
+        os.umask(old)
+
+
+def test_check_counts_in_words_and_says_what_would_give_it_something_to_check(tmp_path):
+    (tmp_path / "k.py").write_text(KERNEL)
+    assert kcontract("init", "--family", "rmsnorm", "--python", "k:f", cwd=tmp_path).returncode == 0
+    done = kcontract("check", cwd=tmp_path, env={"KCONTRACT_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 1
+    assert "contract valid (1 entry, 0 controls)" in done.stdout
+    assert "register a CUDA kernel, or a control for a Python one" in done.stdout
+
+
+def test_a_seed_that_is_no_number_is_named_as_one(tmp_path):
+    done = kcontract("run", "--seed", "abc", cwd=tmp_path)
+    assert done.returncode == 2 and "'abc' is not a seed: a whole number from 0 to" in done.stderr, done.stderr
+
+
+def test_a_module_not_found_names_the_folders_searched(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "k.py").write_text(KERNEL)
+    (tmp_path / "sub" / "contract.yaml").write_text(
+        "version: 1\nseed: 1\nentries:\n  - name: f\n    family: rmsnorm\n    kernel: {python: \"k:f\"}\n"
+        "    cases:\n      - {name: h8, hidden: 8, rows: 1}\n")
+    done = kcontract("list", "--contract", "sub/contract.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and f"no module named 'k' in {tmp_path / 'sub'} or on the Python path" in \
+        done.stderr, done.stderr
