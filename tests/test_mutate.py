@@ -289,7 +289,8 @@ def test_a_survivor_argued_in_yaml_leaves_the_score_and_keeps_its_reason():
     assert campaign.argue(arguments) == ["line 9: 1 -> 2"]
     report = campaign.counts()
     assert report["score_pct"] == 50.0 and report["by_status"]["argued"] == 1
-    assert report["argued"] == [{"ident": "m1", "kind": "compare", "diff": "d1", "reason": "lane is never negative"}]
+    assert report["argued"] == [{"ident": "m1", "kind": "compare", "line": 41, "change": "== -> <=", "diff": "d1",
+                                 "reason": "lane is never negative"}]
     assert [s["ident"] for s in report["survivors"]] == ["m2"]
     campaign.argue(None)  # the argument withdrawn: a survivor again
     assert campaign.counts()["score_pct"] == round(100 / 3, 1)

@@ -67,10 +67,10 @@ class Campaign:
         score = round(100.0 * by_status.get("killed", 0) / judged, 1) if judged else None
         return {"entry": self.entry, "sm": self.sm, "mutants": len(self.mutants), "by_status": by_status,
                 "by_class": by_class, "score_pct": score,
-                "survivors": [{"ident": m.ident, "kind": m.kind, "diff": m.diff} for m in self.mutants
-                              if m.status == "survived"],
-                "argued": [{"ident": m.ident, "kind": m.kind, "diff": m.diff, "reason": m.detail}
-                           for m in self.mutants if m.status == "argued"]}
+                "survivors": [{"ident": m.ident, "kind": m.kind, "line": m.line, "change": m.change, "diff": m.diff}
+                              for m in self.mutants if m.status == "survived"],
+                "argued": [{"ident": m.ident, "kind": m.kind, "line": m.line, "change": m.change, "diff": m.diff,
+                            "reason": m.detail} for m in self.mutants if m.status == "argued"]}
 
     def argue(self, arguments) -> list[str]:
         """Survivors the entry argues equivalent (`mutation.equivalent`: line and change) set apart with the reason,
