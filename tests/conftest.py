@@ -1,8 +1,16 @@
 """Shared pytest settings and fixtures: no Hypothesis deadline, since a loaded 2-core CI machine stalls at random;
-one whole run of the CPU contract for the tests that read one."""
+one compile and reference cache for the whole test run, outside the checkout; one whole run of the CPU contract
+for the tests that read one, shared by every xdist worker."""
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,15 +19,44 @@ from hypothesis import settings
 settings.register_profile("kcontract", deadline=None, print_blob=True)
 settings.load_profile("kcontract")
 
+SHARED_ENV = "KCONTRACT_TESTS_SHARED"  # the test run's folder that every xdist worker sees
+
+
+def pytest_configure(config):
+    """In the controlling process: a folder for the run (workers inherit its path) and, unless one is given, the
+    run's cache in it, so that no test leaves a cache inside the checkout."""
+    if hasattr(config, "workerinput") or os.environ.get(SHARED_ENV):
+        return
+    shared = Path(tempfile.mkdtemp(prefix="kcontract-tests-"))
+    config.kcontract_shared = shared
+    os.environ[SHARED_ENV] = str(shared)
+    os.environ.setdefault("KCONTRACT_CACHE", str(shared / "cache"))
+
+
+def pytest_unconfigure(config):
+    shared = getattr(config, "kcontract_shared", None)
+    if shared is not None:
+        shutil.rmtree(shared, ignore_errors=True)
+
 
 @pytest.fixture(scope="session")
 def cpu_contract_run(tmp_path_factory) -> SimpleNamespace:
     """The CPU contract run whole by the installed console script from the repository root, at 80 columns with no
-    terminal, writing a JSON report and a receipt: proc, report and receipt."""
+    terminal, writing a JSON report and a receipt: proc, report and receipt. The first worker to ask runs it; the
+    others wait for it and read what it left."""
     from tests.helpers.cli import kcontract
 
-    folder = tmp_path_factory.mktemp("cpu_run")
-    report, receipt = folder / "run.json", folder / "whole.json"
-    proc = kcontract("run", "--contract", "tests/contracts/cpu.yaml", "--jobs", "2", "--json", str(report),
-                     "--receipt", str(receipt))
+    base = Path(os.environ[SHARED_ENV]) if os.environ.get(SHARED_ENV) else tmp_path_factory.mktemp("shared")
+    folder = base / "cpu_run"
+    folder.mkdir(exist_ok=True)
+    report, receipt, done = folder / "run.json", folder / "whole.json", folder / "proc.json"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            proc = kcontract("run", "--contract", "tests/contracts/cpu.yaml", "--jobs", "2", "--json", str(report),
+                             "--receipt", str(receipt))
+            done.write_text(json.dumps({"args": proc.args, "returncode": proc.returncode, "stdout": proc.stdout,
+                                        "stderr": proc.stderr}))
+    saved = json.loads(done.read_text())
+    proc = subprocess.CompletedProcess(saved["args"], saved["returncode"], saved["stdout"], saved["stderr"])
     return SimpleNamespace(proc=proc, report=report, receipt=receipt)
