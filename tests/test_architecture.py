@@ -45,24 +45,46 @@ def test_no_module_outside_the_families_names_a_family_term():
     assert not found, "\n".join(found)
 
 
-def test_no_core_module_branches_on_a_gate_number():
-    """Comparisons and membership tests against literal gate numbers live only in the gate table."""
+def _named_gate(node) -> bool:
+    """A name, attribute or keyword that speaks of a gate (`gate`, `gates`, `RECORDS_GATE`, `x.gate`)."""
+    text = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
+        node.arg if isinstance(node, ast.keyword) else getattr(node, "value", "")
+    return isinstance(text, str) and "gate" in text.lower()
+
+
+def _literal_numbers(node, numbers: set[int]) -> bool:
+    """A literal gate number, or a tuple, list or set of them."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return any(isinstance(e, ast.Constant) and type(e.value) is int and e.value in numbers for e in items)
+
+
+def test_no_module_outside_the_gate_table_names_a_gate_by_its_number():
+    """Literal gate numbers live only in the gate table: no comparison, assignment, keyword, `gate(N)` call or
+    `gates[N]` / `gates.get(N)` lookup elsewhere, in the core or a family."""
     numbers = {g.number for g in TABLE}
     found = []
-    for path in core_files():
+    for path in sorted(PACKAGE.rglob("*.py")):
         if path.name == "gatetable.py":
             continue
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Compare):
-                continue
-            names = [n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
-                     for n in [node.left, *node.comparators]]
-            sides = [node.left, *node.comparators]
-            items = [e for s in sides for e in (s.elts if isinstance(s, (ast.Tuple, ast.List, ast.Set)) else [s])]
-            literals = [e.value for e in items if isinstance(e, ast.Constant) and isinstance(e.value, int)]
-            if any("gate" in name for name in names) and any(v in numbers for v in literals):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+        for node in ast.walk(ast.parse(path.read_text())):
+            hit = False
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                hit = any(_named_gate(n) for n in sides) and any(_literal_numbers(n, numbers) for n in sides)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                hit = node.value is not None and any(_named_gate(t) for t in targets) and \
+                    _literal_numbers(node.value, numbers)
+            elif isinstance(node, ast.keyword):
+                hit = _named_gate(node) and _literal_numbers(node.value, numbers)
+            elif isinstance(node, ast.Call):
+                func = node.func
+                lookup = isinstance(func, ast.Attribute) and func.attr == "get" and _named_gate(func.value)
+                hit = (_named_gate(func) or lookup) and any(_literal_numbers(a, numbers) for a in node.args)
+            elif isinstance(node, ast.Subscript):
+                hit = _named_gate(node.value) and _literal_numbers(node.slice, numbers)
+            if hit:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)[:120]}")
     assert not found, "\n".join(found)
 
 

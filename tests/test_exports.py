@@ -247,7 +247,8 @@ def test_a_stand_in_is_launched_with_its_entrys_exports_and_a_kernel_of_its_own_
     the production layout's bytes, so a layout mutant meets the kernel's exact-size trap; the control that gives its
     own launch keeps it."""
     from kcontract.contract.loader import load_contract
-    from kcontract.toolchain.exports import launch_exports, kernel_exports
+    from kcontract.toolchain.built_exports import launch_exports
+    from kcontract.toolchain.exports import kernel_exports
 
     toolchain()
     loaded = load_contract(str(CONTRACT), import_kernels=False)

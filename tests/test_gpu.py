@@ -83,7 +83,7 @@ REFERENCE_BUDGET = 100_000_000  # case bytes per family whose references numpy c
 def test_gpu_and_numpy_references_agree_on_every_family():
     """Both are rigorous: their ranges overlap everywhere, centers agree to float64 noise, decisions match."""
     from kcontract.contract.loader import load_contract
-    from kcontract.toolchain.exports import family_exports
+    from kcontract.toolchain.built_exports import family_exports
 
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
     families = {}

@@ -16,7 +16,7 @@ from kcontract.gatetable import Suite
 from kcontract.launch.tensormap import problems
 from kcontract.numerics import from_bits
 from kcontract.problem import TensorMap
-from kcontract.toolchain.exports import family_exports
+from kcontract.toolchain.built_exports import family_exports
 from tests.test_exports import toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +46,7 @@ def stages_of(tile_m: int, tile_n: int) -> int:
 def test_the_kernel_exports_its_tiles_and_shared_memory_per_sm(loaded):
     """Each tile symbol exports its tile on every SM; the launch's bytes (its stages of a's and b's rows of 128 bytes,
     1 KiB of alignment, two mbarriers a stage) only where wgmma runs, else 0."""
-    from kcontract.toolchain.exports import launch_exports
+    from kcontract.toolchain.built_exports import launch_exports
 
     entry = loaded.entry("matmul_qkv_k4096_n6144")
     found, errors = launch_exports(loaded, entry.kernel.cuda, entry.kernel.cuda, list(loaded.targets))

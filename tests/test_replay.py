@@ -145,7 +145,7 @@ def test_a_declaring_entry_gets_replayed_ranges_for_its_output_and_partials():
     from pathlib import Path
 
     from kcontract.contract.loader import load_contract
-    from kcontract.toolchain.exports import family_exports
+    from kcontract.toolchain.built_exports import family_exports
 
     loaded = load_contract(str(Path(__file__).resolve().parent.parent / "contract.yaml"), import_kernels=False)
     entry = loaded.entry("decode_d128_g4_sliding")

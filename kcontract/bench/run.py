@@ -7,7 +7,7 @@ from typing import Callable
 from kcontract.bench.call import materialise
 from kcontract.bench.ceiling import mma_ceiling, read_ceiling
 from kcontract.bench.timing import Timer
-from kcontract.toolchain.exports import family_exports
+from kcontract.toolchain.built_exports import family_exports
 
 MAX_COPIES = 32  # buffer sets a graph rotates through, so that small calls read DRAM, not L2
 

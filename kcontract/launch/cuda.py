@@ -25,7 +25,7 @@ from kcontract.records.shapes import launch_shapes
 from kcontract.records.toolchains import has_own_records
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root
-from kcontract.toolchain.exports import launch_exports
+from kcontract.toolchain.built_exports import launch_exports
 from kcontract.toolchain.units import unit_of
 
 OPT_IN = 48 * 1024  # dynamic shared memory above this needs the function's opt-in attribute

@@ -24,7 +24,7 @@ from kcontract.records.shapes import launch_shapes
 from kcontract.records.toolchains import STRICT_HINT, has_own_records, recorded_toolchains, toolchain_findings
 from kcontract.toolchain.build import Build, Failure, build, read_inputs
 from kcontract.toolchain.cache import CompileCache, cache_root, inputs_digest
-from kcontract.toolchain.exports import launch_exports
+from kcontract.toolchain.built_exports import launch_exports
 from kcontract.toolchain.locate import Toolchain
 from kcontract.contract.paths import resolve_source
 from kcontract.toolchain.units import Unit, contract_uses, group_units, unit_of

@@ -25,7 +25,7 @@ from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
 from kcontract.profiling import host_peak_bytes, measuring
 from kcontract.refcache import ReferenceCache, reference_root
-from kcontract.toolchain.exports import family_exports
+from kcontract.toolchain.built_exports import family_exports
 from kcontract.verdict.outcome import Outcome, Progress, Task
 
 _CONTRACTS: dict[str, object] = {}

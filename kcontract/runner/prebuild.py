@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from kcontract.gatetable import records_gate
 from kcontract.launch.cuda import target_for
 from kcontract.machine import usable_cores
 from kcontract.verdict.outcome import Task
@@ -14,11 +15,11 @@ from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.units import unit_of
 
-RECORDS_GATE = 5  # compiles for every target SM; the other gates for the GPU's own
+RECORDS_GATE = records_gate().number  # compiles for every target SM; the other gates for the GPU's own
 
 
 def prebuild(loaded, tasks: list[Task], device_sm: str | None) -> str | None:
-    """Compile the tasks' CUDA units (every target for gate 5, the device's target otherwise); one line saying
+    """Compile the tasks' CUDA units (every target for the records gate, the device's target otherwise); one line saying
     what was built, or None when nothing was. Failures are left to the tasks, which report them by gate; a
     control's patch that changes no machine code is a ContractError."""
     kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}

@@ -10,7 +10,7 @@ from kcontract.gatetable import Suite
 from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
 from kcontract.refcache import ReferenceCache, reference_root
-from kcontract.toolchain.exports import family_exports
+from kcontract.toolchain.built_exports import family_exports
 
 
 def main(argv: list[str]) -> int:
