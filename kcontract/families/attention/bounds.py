@@ -1,7 +1,7 @@
 """The float64 reference and rigorous per-output range of one split-chunk decode row.
 
 The kernel's fp32 result y (before output rounding) lies in [center - radius, center + radius] for any
-IEEE fp32 evaluation order consistent with the declared arithmetic; docs/kernel-contract.md section 2
+IEEE fp32 evaluation order consistent with the declared arithmetic; docs/families/attention.md section 2
 derives each term. Keys are processed in blocks, so memory stays bounded at any context length.
 """
 

@@ -11,7 +11,7 @@ from kcontract.gatetable import Kind, Suite
 from kcontract.problem import Checked, InvarianceSet, LaunchShape
 
 STRESS_CASE = "merge-stress"
-PARTIALS_THREADS, MERGE_THREADS = 256, 256  # the ABIs' block sizes (docs/kernel-contract.md 1 and 7)
+PARTIALS_THREADS, MERGE_THREADS = 256, 256  # the ABIs' block sizes (docs/families/attention.md 1 and 7)
 
 
 class WindowAttention(Family):

@@ -1,4 +1,4 @@
-"""The attention decode family: split-chunk decode over ring or linear caches (docs/kernel-contract.md)."""
+"""The attention decode family: split-chunk decode over ring or linear caches (docs/families/attention.md)."""
 
 from __future__ import annotations
 

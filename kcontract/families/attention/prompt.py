@@ -1,6 +1,6 @@
 """The attention prompt family: prompt chunks of consecutive rows, causal with image spans, over ring or linear
 caches, as split-chunk partials at absolute positions and a merge, or one fused launch that merges online
-(docs/kernel-contract.md 7)."""
+(docs/families/attention.md 7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lay prompt chunks into a prompt ABI's buffers (docs/kernel-contract.md 7): rows, sequences, cache, and the split
+"""Lay prompt chunks into a prompt ABI's buffers (docs/families/attention.md 7): rows, sequences, cache, and the split
 ABI's workspace or the fused ABI's row maxima."""
 
 from __future__ import annotations
