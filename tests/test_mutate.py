@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-import kcontract.commands.preflight
+import kcontract.session.preflight
 import kcontract.launch
 
 from kcontract.cli import cli
@@ -96,7 +96,7 @@ def test_without_a_gpu_mutate_asks_which_sm_decides_equivalence(monkeypatch):
 def test_the_default_sm_is_the_contracts_target_for_the_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
-    monkeypatch.setattr(kcontract.commands.preflight, "device_sm", lambda: "sm_90")  # an H100 or H200
+    monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")  # an H100 or H200
     report = tmp_path / "mutate.json"
     done = CliRunner().invoke(cli, ["mutate", "decode_d512_g16", "--contract", str(ROOT / "contract.yaml"),
                                     "--limit", "3", "--prepare-only", "--case", "linear_20000", "--json", str(report)])
@@ -225,7 +225,7 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
 
     monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
     monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
-    monkeypatch.setattr(kcontract.commands.preflight, "device_sm", lambda: "sm_90")
+    monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
     monkeypatch.setattr(kcontract.runner.session, "run_tasks", cut)
     report = tmp_path / "mutate.json"
     done = CliRunner().invoke(cli, args + ["--json", str(report)])
@@ -264,7 +264,7 @@ def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_l
 
     monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
     monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
-    monkeypatch.setattr(kcontract.commands.preflight, "device_sm", lambda: "sm_90")
+    monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
     monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
     monkeypatch.setattr("kcontract.commands.mutate_cmd._sanitize_survivors", lambda *a: None)
     done = CliRunner().invoke(cli, args)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -13,7 +12,7 @@ from rich.console import Console
 
 from kcontract.errors import KContractError, UsageError
 from kcontract.exitcodes import ExitCode
-from kcontract.toolchain.cache import writable
+from kcontract.session.preflight import require_writable as _require_writable
 
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
@@ -65,26 +64,9 @@ class Count(click.ParamType):
 
 
 def require_writable(**paths: str | None) -> None:
-    """Refuse, before any work, an output path that cannot be written (`--json x/y` under a file, a path in
-    /proc); a missing folder is made, and said so."""
-    for option, path in paths.items():
-        if not path:
-            continue
-        target = Path(path)
-        flag = f"--{option}"
-        if target.is_dir():
-            raise UsageError(f"{flag} {path}: is a directory; give a file name")
-        parent = target.parent
-        missing = [p for p in (parent, *parent.parents) if not p.exists()]
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise UsageError(f"{flag} {path}: cannot create its folder {parent} ({error.strerror})") from None
-        if missing:
-            err.print(f"note: created {missing[-1]} for {flag}", markup=False)
-        why = writable(parent)
-        if why is not None or (target.exists() and not os.access(target, os.W_OK)):
-            raise UsageError(f"{flag} {path}: not writable ({why or 'permission denied'}); give another path")
+    """Refuse an output path that cannot be written; say so where a missing folder was made."""
+    for line in _require_writable(**paths):
+        err.print(f"note: {line}", markup=False)
 
 
 def fail(error: KContractError) -> None:

@@ -1,82 +1,18 @@
-"""The environment, checked once before any gate runs: what every task would need, in a few seconds.
-
-A problem that would fail every entry (no GPU for a GPU contract, a CuPy that cannot run, no NVRTC, a GPU the
-toolchain cannot build for, no writable cache folder) is one EnvironmentProblem, exit 3; an output path that
-cannot be written is a UsageError, exit 2. What it found is printed once: the toolchain, the GPU, any note.
-"""
+"""The machine checked before any work (kcontract/session/preflight.py), and what it found said on stderr."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+from kcontract.commands.common import err
+from kcontract.session.preflight import Ready, check_machine, device_target
 
-from kcontract.commands.common import err, require_writable
-from kcontract.errors import EnvironmentProblem, UsageError
-from kcontract.toolchain.cache import CACHE_ENV, resolve_root
-from kcontract.toolchain.locate import Toolchain, find_toolchain
-from kcontract.toolchain.tools import find_tool
-
-
-@dataclass
-class Ready:
-    """What the checks found: the toolchain (when CUDA kernels are compiled), the GPU's SM, notes printed."""
-
-    toolchain: Toolchain | None = None
-    sm: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def device_sm() -> str:
-    """`sm_90` of device 0 (CuPy has been checked)."""
-    import cupy
-
-    return f"sm_{cupy.cuda.Device(0).compute_capability}"
+__all__ = ["Ready", "device_target", "preflight"]
 
 
 def preflight(loaded, contract_path: str, *, cuda: bool, gpu: bool, outputs: dict[str, str | None] | None = None,
               names: list[str] = (), tools: tuple[str, ...] = (), quiet: bool = False) -> Ready:
-    """Check outputs, the cache folder, the toolchain (`cuda`: CUDA kernels compile), the disassemblers a command
-    needs (`tools`) and the GPU (`gpu`)."""
-    from kcontract.launch import cuda_ready
-    from kcontract.launch.cuda import target_for
-
-    ready = Ready()
-    require_writable(**(outputs or {}))
-    root, note = resolve_root(contract_path)
-    if note:
-        os.environ[CACHE_ENV] = str(root)  # workers and later steps use the same folder
-        ready.notes.append(note)
-    if cuda:
-        ready.toolchain = find_toolchain()
-    found = [find_tool(name) for name in tools]
-    if gpu:
-        cuda_ready(list(names) or ["the contract's kernels"])
-        ready.sm = device_sm()
-        target = target_for(ready.sm, loaded.targets)
-        if cuda and target not in loaded.targets:
-            raise EnvironmentProblem(f"this GPU is {ready.sm}, which is none of the contract's targets "
-                                     f"({', '.join(loaded.targets)}): add {ready.sm} to `targets` in {contract_path}")
-        if cuda and not ready.toolchain.builds(target):
-            raise EnvironmentProblem(f"nvrtc {ready.toolchain.nvrtc.version} ({ready.toolchain.nvrtc.origin}) cannot "
-                                     f"build for this GPU ({ready.sm}): install a newer NVRTC "
-                                     f"(pip install 'kcontract[cu13]')")
-    if not quiet:
-        if ready.toolchain is not None:
-            err.print(f"toolchain: {ready.toolchain.describe()}", markup=False)
-        for tool in found:
-            err.print(f"{tool.name}: {tool.version} ({tool.origin})", markup=False)
-        for line in ready.notes:
-            err.print(f"note: {line}", markup=False)
+    """check_machine, and its lines printed unless `quiet` (a note that a folder was made is always said)."""
+    ready = check_machine(loaded, contract_path, cuda=cuda, gpu=gpu, outputs=outputs, names=names, tools=tools)
+    for line in ready.lines:
+        if not quiet or line.startswith("note: created "):
+            err.print(line, markup=False)
     return ready
-
-
-def device_target(loaded) -> str:
-    """The contract's target for this GPU's SM (`sm_90a` where the targets name it); without a GPU, a usage error."""
-    import kcontract.launch
-    from kcontract.launch.cuda import target_for
-
-    why = kcontract.launch.gpu_problem()
-    if why is not None:
-        raise UsageError(f"--sm: no GPU here to take the SM from ({why}); name the SM whose machine code decides "
-                         f"equivalence (or is instrumented), one of the contract's targets: {', '.join(loaded.targets)}")
-    return target_for(device_sm(), list(loaded.targets))

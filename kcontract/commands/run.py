@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import sys
-import time
+
 import click
 
-from kcontract.cachesize import keep_under_cap
 from kcontract.commands.common import Count, Jobs, contract_option, err, out, strict_records_option, user_errors
-from kcontract.commands.preflight import preflight
-from kcontract.contract.loader import load_contract
-from kcontract.errors import UsageError
-from kcontract.gatetable import NUMBERS, launching, records_gate
-from kcontract.report.github import emit
-from kcontract.report.json_report import run_document, write_json
-from kcontract.report.junit import junit_document, write_junit
+from kcontract.commands.run_report import report_run
+from kcontract.commands.sanitize_mode import sanitize_run
+from kcontract.gatetable import NUMBERS
 from kcontract.report.progress import RunProgress
-from kcontract.receipts.check import needs_gpu
-from kcontract.receipts.form import read_json
-from kcontract.receipts.stale import plan_stale
-from kcontract.receipts.write import run_receipt
-from kcontract.report.tables import control_table, entry_table, print_failures, profile_table
-from kcontract.runner.plan import Selection, plan_tasks
-from kcontract.runner.prebuild import prebuild
-from kcontract.runner.session import auto_jobs, run_contract, work_units
-from kcontract.runner.shard import parse_shard, shard_tasks
-from kcontract.toolchain.cache import cache_root
+from kcontract.runner.plan import Selection
+from kcontract.runner.session import work_units
+from kcontract.runner.shard import parse_shard
+from kcontract.session.options import RunOptions
+from kcontract.session.session import Session
 
 
 @click.command("run", short_help="Run every gate and control; print SUMMARY.")
@@ -57,125 +47,38 @@ from kcontract.toolchain.cache import cache_root
 def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
                 shard_text, receipt_path, stale, recheck, no_cache, profile, sanitize, strict_records, verbose) -> None:
     """Run the contract: each entry's gates, each control at its gate, and print the SUMMARY line."""
-    started, begun = time.monotonic(), time.time()  # begun: wall clock, as cache items are stamped
-    shard = parse_shard(shard_text) if shard_text is not None else None
-    loaded = load_contract(contract_path)
-    if sanitize:
-        if gate is not None or case is not None or seed is not None or receipt_path or junit_path or shard:
-            raise UsageError("--sanitize runs each entry's smallest case at the contract's seed: drop --gate, --case, "
-                             "--seed, --shard, --receipt and --junit")
-        from kcontract.commands.sanitize_mode import sanitize_run
-
-        sanitize_run(loaded, contract_path, tuple(only), tuple(control_names), no_controls, jobs, json_path)
+    session = Session(contract_path)
     selection = Selection(tuple(only), tuple(control_names), gate, case, seed, no_controls, strict_records)
-    refresh = _stale_plan(loaded, selection, shard, receipt_path, stale, recheck)
-    if receipt_path and selection.partial:
-        raise UsageError("--receipt attests the whole contract: drop --only, --control, --gate, --case and "
-                         "--no-controls")
-    if shard and selection.partial:
-        raise UsageError(f"--shard {shard} splits the whole contract: drop --only, --control, --gate, --case and "
-                         f"--no-controls")
-    tasks = plan_tasks(loaded, contract_path, selection, cache=not no_cache)
-    if refresh is not None:
-        tasks = refresh.select(tasks)
-        err.print(refresh.line(), markup=False)
-        if not tasks:
-            _write_stale(loaded, receipt_path, refresh, None, None, started)
-    covers = None
-    if shard:
-        part = shard_tasks(loaded, tasks, shard)
-        tasks, covers = part.tasks, part.covers
-        err.print(part.line, markup=False)
-    kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
-    on_gpu = sorted({t.name for t in tasks if kernels[t.name].launcher() != "python"
-                     and any(g in launching() for g in t.gates)})
-    ready = preflight(loaded, contract_path, cuda=any(kernels[t.name].cuda is not None for t in tasks),
-                      gpu=bool(on_gpu), outputs={"json": json_path, "junit": junit_path, "receipt": receipt_path},
-                      names=on_gpu)
-    built = prebuild(loaded, tasks, ready.sm)
-    if built:
-        err.print(built, markup=False)
-    if jobs == "auto":
-        jobs, why = auto_jobs(loaded, gpu=bool(on_gpu))
-        err.print(f"--jobs auto: {why}", markup=False)
-    whole = not selection.partial and (shard is None or shard.index == 1)  # of shards, only 1 notes orphan records
-    with RunProgress(out, work_units(loaded, tasks)) as progress:
-        result = run_contract(loaded, tasks, jobs, progress.step, progress.done, whole=whole)
-    summary = result.summary
-    if summary.interrupted:
-        err.print(f"interrupted: {progress.finished} of {len(tasks)} tasks finished; nothing written", markup=False)
-        sys.exit(int(summary.exit_code))
-    if out.is_terminal:
-        if result.entries:
-            out.print(entry_table(result.entries))
-        if result.controls:
-            out.print(control_table(result.controls, result.planted))
-    if profile:
-        out.print(profile_table(result.entries + result.controls))
-    print_failures(err, result.entries, verbose=verbose)
-    print_failures(err, result.controls, planted=result.planted, verbose=verbose)
-    emit(loaded, contract_path, result.entries, result.controls, summary, result.planted)
-    for note in summary.notes:
-        err.print(f"gate {records_gate().number}: {note}", markup=False)
-    for finding in summary.findings:
-        err.print(f"gate {records_gate().number}: {finding}", markup=False)
-    for cause in summary.environment:
-        err.print(f"ERROR: this machine cannot run the kernels: {cause}", markup=False)
-    for finding in summary.stale_known:
-        err.print(f"known finding {finding} passes now: remove it from known_findings in {contract_path}",
-                  markup=False)
-    document = run_document(result.entries, result.controls, summary, result.planted, ready.toolchain)
-    if json_path:
-        write_json(json_path, document)
-    if junit_path:
-        write_junit(junit_path, junit_document(result.entries, result.controls, result.planted, summary))
-    pruned = keep_under_cap(cache_root(contract_path), begun)
-    if pruned:
-        err.print(f"note: {pruned}", markup=False)
-    if refresh is not None:
-        _write_stale(loaded, receipt_path, refresh, document, summary, started)
-    if receipt_path:
-        previous = _previous(receipt_path)
-        mode = f"shard {shard}" if shard else "whole"
-        write_json(receipt_path, run_receipt(loaded, document, previous, mode=mode, seed=loaded.seed if seed is None
-                                             else seed, wall_s=time.monotonic() - started, gpu=needs_gpu(loaded),
-                                             keep_rows=False, notes=summary.notes, covers=covers))
-    out.print(summary.line(), markup=False)
-    sys.exit(int(summary.exit_code))
+    if sanitize:
+        sanitize_run(session.loaded, contract_path, selection, jobs, json_path,
+                     refused=bool(receipt_path or junit_path or shard_text))
+    options = RunOptions(selection, parse_shard(shard_text) if shard_text is not None else None, receipt_path, stale,
+                         recheck, not no_cache, jobs, json_path, junit_path)
+    plan = session.plan(options)
+    say(plan.notes)
+    if options.stale and not plan.tasks:
+        _end(*session.refresh(plan, options, None, None))
+    say(session.prepare(plan, options))
+    with RunProgress(out, work_units(session.loaded, plan.tasks)) as progress:
+        result = session.run(plan, options, progress.step, progress.done)
+    if result.summary.interrupted:
+        err.print(f"interrupted: {progress.finished} of {len(plan.tasks)} tasks finished; nothing written", markup=False)
+        sys.exit(int(result.summary.exit_code))
+    report_run(session, result, profile=profile, verbose=verbose)
+    document = session.document(result)
+    say(session.write(plan, result, document, options))
+    if options.stale:
+        _end(*session.refresh(plan, options, document, result.summary))
+    _end(result.summary.line(), int(result.summary.exit_code))
 
 
-def _stale_plan(loaded, selection, shard, receipt_path, stale: bool, recheck: bool):
-    """The rows `--stale` refreshes, or None for a plain run; the options it cannot take refused."""
-    if recheck and not stale:
-        raise UsageError("--recheck re-runs rows judged by an earlier kcontract with --stale: add --stale")
-    if not stale:
-        return None
-    if not receipt_path:
-        raise UsageError("--stale refreshes a receipt's rows: give the receipt with --receipt FILE")
-    if selection.partial or shard:
-        raise UsageError("--stale picks the rows itself: drop --only, --control, --gate, --case, --no-controls and "
-                         "--shard")
-    return plan_stale(loaded, receipt_path, recheck)
+def say(lines: list[str]) -> None:
+    """Lines on stderr, as they are."""
+    for line in lines:
+        err.print(line, markup=False)
 
 
-def _write_stale(loaded, receipt_path: str, refresh, document, summary, started: float):
-    """Write the re-run rows into the receipt over its other rows, print the whole receipt's SUMMARY with how many
-    rows ran, and exit with the receipt's code."""
-    document = document or {"entries": [], "controls": [], "toolchain": None}
-    receipt = run_receipt(loaded, document, refresh.previous, mode="stale", seed=loaded.seed,
-                          wall_s=time.monotonic() - started, gpu=needs_gpu(loaded), keep_rows=True,
-                          notes=summary.notes if summary is not None else (refresh.previous or {}).get("notes", []))
-    if document["entries"] or document["controls"] or refresh.dropped:
-        write_json(receipt_path, receipt)
-    out.print(f"{receipt['summary']} (re-ran {len(refresh.rerun)} of {refresh.total} rows)", markup=False)
-    sys.exit(receipt["exit_code"])
-
-
-def _previous(path: str) -> dict:
-    """The receipt already at `path` (its mutation scores and bench rows carry over where the kernel is unchanged),
-    or {}."""
-    try:
-        previous = read_json(path)
-    except UsageError:
-        return {}
-    return previous if isinstance(previous, dict) else {}
+def _end(line: str, code: int) -> None:
+    """The SUMMARY line, then the exit code."""
+    out.print(line, markup=False)
+    sys.exit(code)

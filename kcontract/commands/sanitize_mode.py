@@ -20,9 +20,13 @@ from kcontract.sanitizer import TOOLS, sanitize, targets, verdict
 TIMEOUT = 600.0  # seconds one sanitized launch may take (racecheck runs a kernel some 100 times slower)
 
 
-def sanitize_run(loaded, contract_path: str, only: tuple[str, ...], controls: tuple[str, ...], no_controls: bool,
-                 jobs, json_path: str | None) -> None:
-    """Run the sanitizer pass and exit: 0 when every entry is clean and every planted sanitizer control red."""
+def sanitize_run(loaded, contract_path: str, selection, jobs, json_path: str | None, refused: bool = False) -> None:
+    """Run the sanitizer pass and exit: 0 when every entry is clean and every planted sanitizer control red;
+    `refused`: the run was also given an option the pass cannot honour (--shard, --receipt, --junit)."""
+    if refused or selection.gate is not None or selection.case is not None or selection.seed is not None:
+        raise UsageError("--sanitize runs each entry's smallest case at the contract's seed: drop --gate, --case, "
+                         "--seed, --shard, --receipt and --junit")
+    only, controls, no_controls = selection.only, selection.controls, selection.no_controls
     entries = [e for e in loaded.entries if not only or any(fnmatch.fnmatch(e.name, g) for g in only)]
     found = targets(loaded, entries, with_controls=not no_controls)
     if controls:

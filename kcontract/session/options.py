@@ -1,0 +1,46 @@
+"""What a front door asks a run for, checked as a whole before any work: the options that cannot go together
+are refused in one line each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kcontract.errors import UsageError
+from kcontract.runner.plan import Selection
+from kcontract.runner.shard import Shard
+
+PARTIAL = "--only, --control, --gate, --case and --no-controls"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The selection, how the run splits or refreshes, and where it writes."""
+
+    selection: Selection = Selection()
+    shard: Shard | None = None
+    receipt: str | None = None
+    stale: bool = False
+    recheck: bool = False
+    cache: bool = True  # False: every float64 reference made afresh
+    jobs: int | str = "auto"
+    json: str | None = None
+    junit: str | None = None
+
+    def check(self) -> None:
+        """Refuse the combinations a run cannot honour."""
+        partial = self.selection.partial
+        if self.recheck and not self.stale:
+            raise UsageError("--recheck re-runs rows judged by an earlier kcontract with --stale: add --stale")
+        if self.stale and not self.receipt:
+            raise UsageError("--stale refreshes a receipt's rows: give the receipt with --receipt FILE")
+        if self.stale and (partial or self.shard):
+            raise UsageError(f"--stale picks the rows itself: drop {PARTIAL.replace(' and', ',')} and --shard")
+        if self.receipt and partial:
+            raise UsageError(f"--receipt attests the whole contract: drop {PARTIAL}")
+        if self.shard and partial:
+            raise UsageError(f"--shard {self.shard} splits the whole contract: drop {PARTIAL}")
+
+    @property
+    def whole(self) -> bool:
+        """Whether the run is the contract's whole (of shards, only the first notes orphan records)."""
+        return not self.selection.partial and (self.shard is None or self.shard.index == 1)

@@ -1,0 +1,107 @@
+"""The machine, checked once before any gate runs: what every task would need, in a few seconds.
+
+A problem that would fail every entry (no GPU for a GPU contract, a CuPy that cannot run, no NVRTC, a GPU the
+toolchain cannot build for, no writable cache folder) is one EnvironmentProblem, exit 3; an output path that
+cannot be written is a UsageError, exit 2. What it found comes back as lines for the front door to say.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kcontract.errors import EnvironmentProblem, UsageError
+from kcontract.toolchain.cache import CACHE_ENV, resolve_root, writable
+from kcontract.toolchain.locate import Toolchain, find_toolchain
+from kcontract.toolchain.tools import find_tool
+
+
+@dataclass
+class Ready:
+    """What the checks found: the toolchain (when CUDA kernels are compiled), the GPU's SM, and the lines to say
+    (the toolchain, the tools, notes)."""
+
+    toolchain: Toolchain | None = None
+    sm: str | None = None
+    notes: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+def device_sm() -> str:
+    """`sm_90` of device 0 (CuPy has been checked)."""
+    import cupy
+
+    return f"sm_{cupy.cuda.Device(0).compute_capability}"
+
+
+def check_machine(loaded, contract_path: str, *, cuda: bool, gpu: bool, outputs: dict[str, str | None] | None = None,
+                  names: list[str] = (), tools: tuple[str, ...] = ()) -> Ready:
+    """Check outputs, the cache folder, the toolchain (`cuda`: CUDA kernels compile), the disassemblers a command
+    needs (`tools`) and the GPU (`gpu`)."""
+    from kcontract.launch import cuda_ready
+    from kcontract.launch.cuda import target_for
+
+    ready = Ready()
+    created = require_writable(**(outputs or {}))
+    root, note = resolve_root(contract_path)
+    if note:
+        os.environ[CACHE_ENV] = str(root)  # workers and later steps use the same folder
+        ready.notes.append(note)
+    if cuda:
+        ready.toolchain = find_toolchain()
+    found = [find_tool(name) for name in tools]
+    if gpu:
+        cuda_ready(list(names) or ["the contract's kernels"])
+        ready.sm = device_sm()
+        target = target_for(ready.sm, loaded.targets)
+        if cuda and target not in loaded.targets:
+            raise EnvironmentProblem(f"this GPU is {ready.sm}, which is none of the contract's targets "
+                                     f"({', '.join(loaded.targets)}): add {ready.sm} to `targets` in {contract_path}")
+        if cuda and not ready.toolchain.builds(target):
+            raise EnvironmentProblem(f"nvrtc {ready.toolchain.nvrtc.version} ({ready.toolchain.nvrtc.origin}) cannot "
+                                     f"build for this GPU ({ready.sm}): install a newer NVRTC "
+                                     f"(pip install 'kcontract[cu13]')")
+    ready.lines = [f"note: {line}" for line in created]
+    if ready.toolchain is not None:
+        ready.lines.append(f"toolchain: {ready.toolchain.describe()}")
+    ready.lines += [f"{tool.name}: {tool.version} ({tool.origin})" for tool in found]
+    ready.lines += [f"note: {line}" for line in ready.notes]
+    return ready
+
+
+def device_target(loaded) -> str:
+    """The contract's target for this GPU's SM (`sm_90a` where the targets name it); without a GPU, a usage error."""
+    import kcontract.launch
+    from kcontract.launch.cuda import target_for
+
+    why = kcontract.launch.gpu_problem()
+    if why is not None:
+        raise UsageError(f"--sm: no GPU here to take the SM from ({why}); name the SM whose machine code decides "
+                         f"equivalence (or is instrumented), one of the contract's targets: {', '.join(loaded.targets)}")
+    return target_for(device_sm(), list(loaded.targets))
+
+
+def require_writable(**paths: str | None) -> list[str]:
+    """Refuse, before any work, an output path that cannot be written (`--json x/y` under a file, a path in
+    /proc); a missing folder is made, and a note returned that says so."""
+    notes = []
+    for option, path in paths.items():
+        if not path:
+            continue
+        target = Path(path)
+        flag = f"--{option}"
+        if target.is_dir():
+            raise UsageError(f"{flag} {path}: is a directory; give a file name")
+        parent = target.parent
+        missing = [p for p in (parent, *parent.parents) if not p.exists()]
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UsageError(f"{flag} {path}: cannot create its folder {parent} ({error.strerror})") from None
+        if missing:
+            notes.append(f"created {missing[-1]} for {flag}")
+        why = writable(parent)
+        if why is not None or (target.exists() and not os.access(target, os.W_OK)):
+            raise UsageError(f"{flag} {path}: not writable ({why or 'permission denied'}); give another path")
+    return notes

@@ -1,0 +1,137 @@
+"""The session of one `kcontract run`: the contract loaded once, the tasks planned (selection, `--stale`,
+shards), checked and built once, run in the pool while listeners hear of each step and task, and written
+(JSON, JUnit, the receipt). Front doors parse options, call it and print."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from kcontract.cachesize import keep_under_cap
+from kcontract.contract.loader import load_contract
+from kcontract.gatetable import launching
+from kcontract.receipts.check import needs_gpu
+from kcontract.receipts.form import read_json
+from kcontract.receipts.stale import plan_stale
+from kcontract.receipts.write import run_receipt
+from kcontract.report.json_report import run_document, write_json
+from kcontract.report.junit import junit_document, write_junit
+from kcontract.errors import UsageError
+from kcontract.runner.plan import plan_tasks
+from kcontract.runner.prebuild import prebuild
+from kcontract.runner.session import auto_jobs, run_contract
+from kcontract.runner.shard import shard_tasks
+from kcontract.session.options import RunOptions
+from kcontract.session.preflight import Ready, check_machine
+from kcontract.toolchain.cache import cache_root
+from kcontract.verdict.outcome import Task
+
+
+@dataclass
+class Plan:
+    """The tasks a run makes, and what planned them: the rows `--stale` refreshes, the shard's coverage."""
+
+    tasks: list[Task]
+    refresh: object = None  # receipts.stale's plan, with --stale
+    covers: object = None  # what a shard's receipt covers
+    notes: list[str] = field(default_factory=list)  # one line each: the stale rows, the shard's share
+
+
+class Session:
+    """One run of one contract."""
+
+    def __init__(self, contract_path: str):
+        self.path = contract_path
+        self.started, self.begun = time.monotonic(), time.time()  # begun: wall clock, as cache items are stamped
+        self.loaded = load_contract(contract_path)
+        self.ready: Ready | None = None
+
+    def plan(self, options: RunOptions) -> Plan:
+        """The tasks for `options`, refused where they cannot go together or match nothing."""
+        options.check()
+        refresh = plan_stale(self.loaded, options.receipt, options.recheck) if options.stale else None
+        tasks = plan_tasks(self.loaded, self.path, options.selection, cache=options.cache)
+        plan = Plan(tasks, refresh)
+        if refresh is not None:
+            plan.tasks = refresh.select(tasks)
+            plan.notes.append(refresh.line())
+        if options.shard:
+            part = shard_tasks(self.loaded, plan.tasks, options.shard)
+            plan.tasks, plan.covers = part.tasks, part.covers
+            plan.notes.append(part.line)
+        return plan
+
+    def on_gpu(self, tasks: list[Task]) -> list[str]:
+        """The tasks' kernels that launch on a GPU."""
+        kernels = self._kernels()
+        return sorted({t.name for t in tasks if kernels[t.name].launcher() != "python"
+                       and any(g in launching() for g in t.gates)})
+
+    def prepare(self, plan: Plan, options: RunOptions) -> list[str]:
+        """Check the machine (toolchain, GPU, writable outputs) and build every cubin once; returns the lines to
+        say (what was built, how many workers and why) and fixes the worker count in `options`' place."""
+        kernels, gpu = self._kernels(), self.on_gpu(plan.tasks)
+        self.ready = check_machine(self.loaded, self.path, cuda=any(kernels[t.name].cuda is not None
+                                                                    for t in plan.tasks), gpu=bool(gpu),
+                                   outputs={"json": options.json, "junit": options.junit, "receipt": options.receipt},
+                                   names=gpu)
+        lines = self.ready.lines + [line for line in [prebuild(self.loaded, plan.tasks, self.ready.sm)] if line]
+        self.jobs = options.jobs
+        if options.jobs == "auto":
+            self.jobs, why = auto_jobs(self.loaded, gpu=bool(gpu))
+            lines.append(f"--jobs auto: {why}")
+        return lines
+
+    def run(self, plan: Plan, options: RunOptions, on_step, on_done):
+        """Run the tasks in the pool; listeners hear of every step and finished task."""
+        return run_contract(self.loaded, plan.tasks, self.jobs, on_step, on_done, whole=options.whole)
+
+    def document(self, result) -> dict:
+        """The run's JSON document."""
+        return run_document(result.entries, result.controls, result.summary, result.planted,
+                            self.ready.toolchain if self.ready else None)
+
+    def write(self, plan: Plan, result, document: dict, options: RunOptions) -> list[str]:
+        """The JSON report, JUnit XML and the receipt (whole, a shard's); returns the notes to say."""
+        if options.json:
+            write_json(options.json, document)
+        if options.junit:
+            write_junit(options.junit, junit_document(result.entries, result.controls, result.planted,
+                                                      result.summary))
+        pruned = keep_under_cap(cache_root(self.path), self.begun)
+        if options.receipt and not options.stale:
+            seed = options.selection.seed
+            write_json(options.receipt, run_receipt(
+                self.loaded, document, _previous(options.receipt), mode=f"shard {options.shard}" if options.shard
+                else "whole", seed=self.loaded.seed if seed is None else seed, wall_s=self.seconds(),
+                gpu=needs_gpu(self.loaded), keep_rows=False, notes=result.summary.notes, covers=plan.covers))
+        return [f"note: {pruned}"] if pruned else []
+
+    def refresh(self, plan: Plan, options: RunOptions, document: dict | None, summary) -> tuple[str, int]:
+        """`--stale`: the re-run rows written into the receipt over its other rows; the whole receipt's SUMMARY
+        with how many rows ran, and its exit code."""
+        refresh = plan.refresh
+        document = document or {"entries": [], "controls": [], "toolchain": None}
+        notes = summary.notes if summary is not None else (refresh.previous or {}).get("notes", [])
+        receipt = run_receipt(self.loaded, document, refresh.previous, mode="stale", seed=self.loaded.seed,
+                              wall_s=self.seconds(), gpu=needs_gpu(self.loaded), keep_rows=True, notes=notes)
+        if document["entries"] or document["controls"] or refresh.dropped:
+            write_json(options.receipt, receipt)
+        return f"{receipt['summary']} (re-ran {len(refresh.rerun)} of {refresh.total} rows)", receipt["exit_code"]
+
+    def seconds(self) -> float:
+        """Seconds since the session began."""
+        return time.monotonic() - self.started
+
+    def _kernels(self) -> dict:
+        return {e.name: e.kernel for e in self.loaded.entries} | {c.name: c.kernel for c in self.loaded.controls}
+
+
+def _previous(path: str) -> dict:
+    """The receipt already at `path` (its mutation scores and bench rows carry over where the kernel is unchanged),
+    or {}."""
+    try:
+        previous = read_json(path)
+    except UsageError:
+        return {}
+    return previous if isinstance(previous, dict) else {}
