@@ -1,11 +1,9 @@
-"""Order probes: gate 2 runs every matmul's batches again on rows whose plausible orders of the sum over K round
-apart (K whole, 2, 3 or 4 pieces, merged in order, reversed or pairwise), whatever the entry declares, and says
-how many of those orders its probes tell apart."""
+"""Order probes: gate 2 runs every matmul's and RMSNorm's batches again on rows whose plausible orders of the sum
+round apart (over K: whole, 2, 3 or 4 pieces, merged in order, reversed or pairwise; over a row's squares: lanes,
+vectors, warps, blocks), whatever the entry declares, and says how many of those orders its probes tell apart."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,9 +14,8 @@ from kcontract.families.rmsnorm.orders import alternative_orders as rms_orders
 from kcontract.families.rmsnorm.orders import probe_rows as rms_probe_rows
 from kcontract.families.rmsnorm.orders import separated as rms_separated
 from kcontract.numerics import round_to
-from tests.helpers.cli import kcontract
+from tests.helpers.runs import gate_of_first
 
-ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = """version: 1
 seed: 1
 entries:
@@ -49,17 +46,10 @@ def test_the_probes_are_built_against_every_plausible_split_and_replay_seven_ord
 
 @pytest.mark.parametrize("seed", range(1, 11))
 def test_a_split_chosen_from_m_under_a_declared_whole_k_is_red_on_every_seed(tmp_path, seed):
-    contract = tmp_path / "c.yaml"
-    contract.write_text(CONTRACT.replace("seed: 1", f"seed: {seed}"))
-    report = tmp_path / "run.json"
-    done = kcontract("run", "--contract", str(contract), "--gate", "2", "--jobs", "1", "--json", str(report),
-                     env={"PYTHONPATH": str(ROOT), "KCONTRACT_CACHE": str(tmp_path / "cache")})
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    doc = json.loads(report.read_text())
-    entry, control = doc["entries"][0]["gates"]["2"], doc["controls"][0]["gates"]["2"]
+    entry, control, printed = gate_of_first(tmp_path, CONTRACT, seed, 2)
     assert entry["passed"] and entry["facts"]["order_probes"]["m6_k1024_n32"]["told_apart"] == 7
     assert not control["passed"] and control["failures"] > 100, control["failures"]
-    assert "order probes tell apart 7 of 7 orders" in done.stdout
+    assert "order probes tell apart 7 of 7 orders" in printed
 
 
 RMSNORM_CONTRACT = """version: 1
@@ -90,13 +80,6 @@ def test_rmsnorm_probe_rows_cross_four_to_the_k_between_the_orders_and_tell_them
 
 @pytest.mark.parametrize("seed", range(1, 11))
 def test_an_rmsnorm_whose_order_follows_the_row_count_is_red_on_every_seed(tmp_path, seed):
-    contract = tmp_path / "c.yaml"
-    contract.write_text(RMSNORM_CONTRACT.replace("seed: 1", f"seed: {seed}"))
-    report = tmp_path / "run.json"
-    done = kcontract("run", "--contract", str(contract), "--gate", "2", "--jobs", "1", "--json", str(report),
-                     env={"PYTHONPATH": str(ROOT), "KCONTRACT_CACHE": str(tmp_path / "cache")})
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    doc = json.loads(report.read_text())
-    entry, control = doc["entries"][0]["gates"]["2"], doc["controls"][0]["gates"]["2"]
+    entry, control, _ = gate_of_first(tmp_path, RMSNORM_CONTRACT, seed, 2)
     assert entry["passed"] and entry["facts"]["order_probes"]["h4096"]["told_apart"] >= 9
     assert not control["passed"] and control["failures"] > 100, control["failures"]
