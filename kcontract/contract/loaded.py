@@ -29,6 +29,13 @@ class LoadedEntry:
         family.exports = dict(self.family.exports)
         return family
 
+    def launched(self, symbols: dict[str, str]) -> list[str]:
+        """The expressions of `symbols` the family launches for this entry (a symbol its schedule never launches is
+        no instantiation of its own), or all of them where the family names no roles."""
+        roles = [getattr(shape, "role", None) for shape in self.family.launch_shapes() or []]
+        chosen = [symbols[role] for role in dict.fromkeys(roles) if role in symbols]
+        return chosen or list(symbols.values())
+
     @property
     def kernel_label(self) -> str:
         """`module:function` or `source.cu` for tables."""
@@ -48,6 +55,7 @@ class LoadedControl:
     line: int | None = None
     index: int = 0
     sanitize: str | None = None  # a compute-sanitizer tool that must report errors on it (`run --sanitize`)
+    trials: int = 1  # times its gate may run until it goes red (a race need not show on every launch)
 
 
 @dataclass

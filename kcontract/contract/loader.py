@@ -311,7 +311,7 @@ def _controls(problems: _Problems, model: Contract, entries: list[LoadedEntry], 
             problems.add(base + ["sanitize"], "a sanitizer expectation on a CUDA control", _show(control.sanitize))
             continue
         loaded.append(LoadedControl(control.name, control.entry, kernel, control.gate, control.fault,
-                                    control.timeout, line_of(lines, base), k, control.sanitize))
+                                    control.timeout, line_of(lines, base), k, control.sanitize, control.trials))
     return loaded
 
 

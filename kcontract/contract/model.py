@@ -130,6 +130,7 @@ class Control(Strict):
     fault: str  # what was planted, one line
     timeout: float | None = Field(default=None, gt=0, le=86400)  # seconds its gate may take (default: the entry's)
     sanitize: Literal["memcheck", "racecheck", "initcheck", "synccheck"] | None = None  # must be red there too
+    trials: int = Field(default=1, ge=1, le=1000)  # a race: its gate runs up to this many times, red at the first red
 
 
 class KnownFinding(Strict):

@@ -97,20 +97,12 @@ def prepare(loaded, names: list[str], sm: str) -> Campaign:
     standins = load_contract(str(contract), import_kernels=False)
     for name in names:
         control = standins.control(standin_name(name, _first_gate(loaded.entry(name))))
-        expressions = launched(loaded.entry(name), control.kernel.cuda.symbols)
+        expressions = loaded.entry(name).launched(control.kernel.cuda.symbols)
         unit = unit_of(standins, control.kernel.cuda)
         campaign.entries[name] = EntryProbes(name, loaded.entry(name).kernel.cuda.source,
                                              sorted(reachable(unit, expressions, sm, contract.parent)))
     save(campaign, here)
     return campaign
-
-
-def launched(entry, symbols: dict[str, str]) -> list[str]:
-    """The symbols the entry's family launches (a symbol its schedule never launches is no instantiation of its
-    own), or every symbol where the family names no roles."""
-    roles = [getattr(shape, "role", None) for shape in entry.family.launch_shapes() or []]
-    chosen = [symbols[role] for role in dict.fromkeys(roles) if role in symbols]
-    return chosen or list(symbols.values())
 
 
 def _first_gate(entry) -> int:

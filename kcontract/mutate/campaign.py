@@ -39,7 +39,7 @@ class MutantResult:
     line: int
     change: str
     diff: str
-    status: str = "candidate"  # equivalent, stillborn, candidate, killed, survived, argued (a survivor argued equivalent)
+    status: str = "candidate"  # equivalent, elsewhere, stillborn, candidate, killed, survived, argued (argued equivalent)
     detail: str = ""  # the first compile error, or the gates that killed it
 
 
@@ -139,7 +139,8 @@ def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str, cases
 
 
 def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | None) -> None:
-    """Stillborn (does not compile) and equivalent (the entry's functions' machine code unchanged) mutants."""
+    """Stillborn (does not compile), equivalent (no function's machine code changed) and elsewhere (only functions
+    the entry never launches changed: another entry's instantiations, no part of this one's score) mutants."""
     loaded = load_contract(str(contract), import_kernels=False)
     cache = CompileCache(cache_root(str(contract)))
     units = group_units(contract_uses(loaded))
@@ -148,6 +149,7 @@ def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | Non
     original = built.module(by_patch[None], sm)
     if original is None:
         raise RuntimeError(f"{campaign.source} itself does not compile for {sm}")
+    own = set(loaded.entries[0].launched(loaded.entries[0].kernel.cuda.symbols))
     for m in campaign.mutants:
         unit = by_patch[f"{m.ident}.patch"]
         module = built.module(unit, sm)
@@ -155,13 +157,12 @@ def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | Non
             failure = next(f for f in built.failures if f.unit.ident == unit.ident)
             first = next((line for line in failure.log.splitlines() if "error" in line), failure.log[:200])
             m.status, m.detail = "stillborn", first.strip()[:300]
-        elif _same_code(original, module, cache):
+            continue
+        changed = same_machine_code(original, module, original.unit.expressions, cache)
+        if not changed:
             m.status = "equivalent"
-
-
-def _same_code(a, b, cache: CompileCache) -> bool:
-    """Whether every function of the entry has the same machine code (bytes, else normalised SASS) in both."""
-    return not same_machine_code(a, b, a.unit.expressions, cache)
+        elif not own.intersection(changed):
+            m.status, m.detail = "elsewhere", f"changes only {', '.join(changed)}, which this entry never launches"
 
 
 def save(campaign: Campaign, here: Path) -> None:

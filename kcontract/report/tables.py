@@ -87,8 +87,9 @@ def print_failures(console: Console, outcomes: list[Outcome], *, planted: dict[s
         red = [(g, r) for g, r in sorted(o.gates.items()) if not r.passed]
         if planted is not None and planted[o.task.name] in [g for g, _ in red] and not verbose:
             gate = planted[o.task.name]
-            console.print(f"{who(o.task)}: red as planted at gate {gate}: {o.gates[gate].message}", markup=False,
-                          highlight=False)
+            trial = f" (on trial {o.gates[gate].facts['trials']})" if "trials" in o.gates[gate].facts else ""
+            console.print(f"{who(o.task)}: red as planted at gate {gate}{trial}: {o.gates[gate].message}",
+                          markup=False, highlight=False)
             continue
         for gate, r in red:
             console.print(f"{who(o.task)} gate {gate} ({gate_row(gate).title}): {r.message}", markup=False,
