@@ -126,7 +126,7 @@ def test_a_mutants_diff_shows_the_line_before_and_after():
 
 
 def test_survivors_go_to_the_sanitizer(tmp_path, monkeypatch):
-    from kcontract.commands.mutate_cmd import _sanitize_survivors
+    from kcontract.session.mutants import sanitize_survivors
     from kcontract.contract.loader import load_contract
     from kcontract.mutate.campaign import load
 
@@ -148,7 +148,7 @@ def test_survivors_go_to_the_sanitizer(tmp_path, monkeypatch):
     fake.chmod(0o755)
     monkeypatch.setenv("KCONTRACT_SANITIZER", str(fake))
     contract = str(here / "contract.yaml")
-    _sanitize_survivors(campaign, contract, load_contract(contract, import_kernels=False))
+    sanitize_survivors(campaign, contract, load_contract(contract, import_kernels=False))
     assert barrier.status == "killed" and barrier.detail.startswith("racecheck: 2 errors")
     assert other.status == "survived"  # clean under memcheck and initcheck
     calls = (tmp_path / "calls").read_text().splitlines()
@@ -266,7 +266,7 @@ def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_l
     monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
     monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
     monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
-    monkeypatch.setattr("kcontract.commands.mutate_cmd._sanitize_survivors", lambda *a: None)
+    monkeypatch.setattr("kcontract.session.mutants.sanitize_survivors", lambda *a: None)
     done = CliRunner().invoke(cli, args)
     assert sorted(stages[0]) == sorted(f"{m}_g1" for m in waiting)
     assert stages[1] == [f"{green}_g{g}" for g in (2, 4)]  # rmsnorm launches gates 1, 2 and 4

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import fnmatch
-import json
-from pathlib import Path
-
 import click
 from rich.table import Table
 from rich.text import Text
 
-from kcontract.commands.common import contract_option, out, user_errors
-from kcontract.commands.preflight import preflight
-from kcontract.contract.loader import load_contract
+from kcontract.commands.common import contract_option, err, out, user_errors
 from kcontract.errors import UsageError
-from kcontract.provenance import git_state
-from kcontract.receipts.carried import carried_bench, entry_source_sha256
+from kcontract.session.bench import bench_choice, bench_into_receipt, bench_session
+from kcontract.session.session import Session
 
 
 def _sizes(given: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
@@ -45,35 +39,14 @@ def _sizes(given: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
 def bench_command(contract_path, only, size, repeat, json_path, receipt_path) -> None:
     """Time every CUDA entry (median of --repeat calls by CUDA events, L2 flushed between) and print the table."""
     sizes = _sizes(size)
-    loaded = load_contract(contract_path)
-    if receipt_path and not Path(receipt_path).is_file():
-        raise UsageError(f"--receipt {receipt_path}: no such receipt; write it with `kcontract run --receipt`")
-    entries = [e for e in loaded.entries if e.kernel.cuda is not None and
-               (not only or any(fnmatch.fnmatch(e.name, g) for g in only))]
-    if not entries:
-        raise UsageError("no CUDA entry to bench" + (f" matches --only {' '.join(only)}" if only else ""))
-    known = {name for e in entries for name in type(e.family).bench_sizes}
-    unknown = sorted(set(sizes) - known)
-    if unknown:
-        raise UsageError(f"--size {unknown[0]}: the benched families name no such size; they name: "
-                         f"{', '.join(sorted(known)) or 'none'}")
-    preflight(loaded, contract_path, cuda=True, gpu=True, outputs={"json": json_path}, names=[e.name for e in entries])
-    from kcontract.bench.run import bench_entries
-
-    result = bench_entries(loaded, entries, sizes, repeat,
+    session = Session(contract_path)
+    entries = bench_choice(session.loaded, only, sizes, receipt_path)
+    result = bench_session(session, entries, sizes, repeat, json_path, lambda line: err.print(line, markup=False),
                            lambda line: out.print(line, markup=False, highlight=False))
     if out.is_terminal:
         out.print(bench_table(result["rows"]))
-    if json_path:
-        Path(json_path).write_text(json.dumps(result, indent=1) + "\n")
     if receipt_path:
-        receipt = json.loads(Path(receipt_path).read_text())
-        commit = git_state(Path(loaded.path).resolve().parent)["commit"]
-        rows = [{**row, "measured_at": commit, "source_sha256": entry_source_sha256(loaded, row["entry"])}
-                for row in result["rows"]]
-        receipt["bench"] = carried_bench(loaded, receipt, {e.name for e in entries}) + rows
-        receipt["bench_ceiling"] = result["ceiling"]
-        Path(receipt_path).write_text(json.dumps(receipt, indent=1, sort_keys=True) + "\n")
+        bench_into_receipt(session.loaded, receipt_path, result, entries)
 
 
 def bench_table(rows: list[dict]) -> Table:

@@ -70,6 +70,26 @@ def init_command(contract_path: str, family_name: str | None, python_target: str
 def _init(contract_path: str, family_name: str | None, python_target: str | None, cuda_source: str | None,
           functions: tuple[str, ...], entry_name: str | None, device: bool) -> None:
     """Check the options, compose the entry, write the contract if it loads, and say what was done."""
+    target = _target(contract_path, family_name)
+    add_import_roots(target)  # families and kernels import as the contract will import them
+    cls = _family(family_name)
+    _check_options(python_target, cuda_source, functions, device)
+    taken = _entry_names(contract_path) if target.exists() else {}  # it loads, so it reads as UTF-8
+    existing = target.read_text(encoding="utf-8") if target.exists() else None
+    name = _new_name(contract_path, entry_name or _default_name(python_target, cuda_source, functions), taken)
+    template, family = _template(cls, family_name, name)
+    if python_target is not None:
+        kernel = _python_kernel(python_target, device, family, target)
+    else:
+        kernel = _cuda_kernel(cuda_source, functions, family, target.parent)
+    entry = [f"name: {_scalar(name)}", f"family: {_scalar(family_name)}", *kernel, *template.splitlines()]
+    text = HEADER + _item(entry, 2, 4) if existing is None else _appended(existing, entry, contract_path)
+    _write(text, target, contract_path)
+    _report(contract_path, name, family_name, kernel, template, existing is None, cuda_source is not None)
+
+
+def _target(contract_path: str, family_name: str | None) -> Path:
+    """The contract file to write, once a family is named and its folder exists."""
     if not family_name:
         raise UsageError("--family NAME is required: `kcontract init --list-families` lists them, or give "
                          "package.module:Class")
@@ -78,29 +98,17 @@ def _init(contract_path: str, family_name: str | None, python_target: str | None
         raise UsageError(f"--contract {contract_path}: no folder {target.parent}; create it or give another path")
     if target.is_dir():
         raise UsageError(f"--contract {contract_path}: is a directory; give a file name")
-    add_import_roots(target)  # families and kernels import as the contract will import them
-    cls = _family(family_name)
-    _check_options(python_target, cuda_source, functions, device)
-    taken = _entry_names(contract_path) if target.exists() else {}  # it loads, so it reads as UTF-8
-    existing = target.read_text(encoding="utf-8") if target.exists() else None
-    name = entry_name or _default_name(python_target, cuda_source, functions)
+    return target
+
+
+def _new_name(contract_path: str, name: str, taken: dict[str, int | None]) -> str:
+    """The entry's name: a valid one that the contract does not have yet."""
     if not NAME.match(name):
         raise UsageError(f"--name {name}: an entry name of letters, digits, '_', '.' and '-'; pass --name NAME")
     if name in taken:
         raise UsageError(f"--name {name}: {contract_path}:{taken[name] or 1} already has an entry {name!r}; pass "
                          f"--name with another name (nothing written)")
-    template, family = _template(cls, family_name, name)
-    if python_target is not None:
-        kernel = _python_kernel(python_target, device, family, target)
-    else:
-        kernel = _cuda_kernel(cuda_source, functions, family, target.parent)
-    entry = [f"name: {_scalar(name)}", f"family: {_scalar(family_name)}", *kernel, *template.splitlines()]
-    if existing is None:
-        text = HEADER + _item(entry, 2, 4)
-    else:
-        text = _appended(existing, entry, contract_path)
-    _write(text, target, contract_path)
-    _report(contract_path, name, family_name, kernel, template, existing is None, cuda_source is not None)
+    return name
 
 
 def _check_options(python_target, cuda_source, functions, device) -> None:
@@ -243,19 +251,21 @@ def _symbols(functions: tuple[str, ...], roles: list[str], family: str) -> dict[
     needed = f"--function ROLE=NAME for each of {', '.join(roles)}"
     if len(functions) == 1 and len(roles) == 1 and not re.match(r"^\w+=", functions[0]):
         return {roles[0]: functions[0]}
-    symbols: dict[str, str] = {}
-    for given in functions:
-        role, sep, expression = given.partition("=")
-        if not sep or not re.fullmatch(r"\w+", role):
-            raise UsageError(f"--function {given}: family {family} launches {len(roles)} kernels per call; give "
-                             f"{needed}")
-        if role not in roles:
-            raise UsageError(f"--function {given}: family {family} has no launch {role!r}; give {needed}")
-        symbols[role] = expression.strip()
+    symbols = dict(_role_symbol(given, roles, family, needed) for given in functions)
     missing = [role for role in roles if role not in symbols]
     if missing:
         raise UsageError(f"--function: no function for {', '.join(missing)}; give {needed}")
     return symbols
+
+
+def _role_symbol(given: str, roles: list[str], family: str, needed: str) -> tuple[str, str]:
+    """`ROLE=NAME` as (role, name expression), the role one the family launches."""
+    role, sep, expression = given.partition("=")
+    if not sep or not re.fullmatch(r"\w+", role):
+        raise UsageError(f"--function {given}: family {family} launches {len(roles)} kernels per call; give {needed}")
+    if role not in roles:
+        raise UsageError(f"--function {given}: family {family} has no launch {role!r}; give {needed}")
+    return role, expression.strip()
 
 
 def _scalar(value: str) -> str:
@@ -278,7 +288,19 @@ def _appended(text: str, entry: list[str], contract_path: str) -> str:
     """The existing text with the entry after the last line of its `entries` list, comments and all kept."""
     lines = load_yaml(contract_path, text).lines
     rows = text.splitlines(keepends=True)
-    start, first = lines["entries"], lines.get("entries[0]")
+    start = lines["entries"]
+    dash, body = _list_columns(rows, start, lines.get("entries[0]"), contract_path)
+    last = _list_last_row(rows, lines, start)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    before = "".join(rows[:last + 1])
+    if not before.endswith(("\n", "\r")):
+        before += newline
+    added = newline + _item(entry, dash, body).replace("\n", newline)
+    return before + added + "".join(rows[last + 1:])
+
+
+def _list_columns(rows: list[str], start: int, first: int | None, contract_path: str) -> tuple[int, int]:
+    """The columns of the `entries` block list's dash and item body; a usage error for another layout."""
     head = rows[start - 1].split("#", 1)[0].split(":", 1)[1].strip() if start <= len(rows) else ""
     item = rows[first - 1] if first else ""
     if head or not item.lstrip().startswith("-"):
@@ -286,16 +308,14 @@ def _appended(text: str, entry: list[str], contract_path: str) -> str:
                          f"{head or 'another layout'}; add the entry by hand (nothing written)")
     dash = len(item) - len(item.lstrip())
     after = item.lstrip()[1:]
-    body = dash + 1 + len(after) - len(after.lstrip(" "))
+    return dash, dash + 1 + len(after) - len(after.lstrip(" "))
+
+
+def _list_last_row(rows: list[str], lines: dict, start: int) -> int:
+    """The index of the `entries` list's last row that is not blank or a comment."""
     tops = [line for path, line in lines.items() if path and not re.search(r"[.\[]", path) and line > start]
     end = min(tops) - 1 if tops else len(rows)  # rows[start:end] hold the list (1-based lines start+1..end)
-    last = max((i for i in range(start, end) if rows[i].strip() and not rows[i].startswith("#")), default=start - 1)
-    newline = "\r\n" if "\r\n" in text else "\n"
-    before = "".join(rows[:last + 1])
-    if not before.endswith(("\n", "\r")):
-        before += newline
-    added = newline + _item(entry, dash, body).replace("\n", newline)
-    return before + added + "".join(rows[last + 1:])
+    return max((i for i in range(start, end) if rows[i].strip() and not rows[i].startswith("#")), default=start - 1)
 
 
 def _write(text: str, target: Path, contract_path: str) -> None:

@@ -12,7 +12,6 @@ def preflight(loaded, contract_path: str, *, cuda: bool, gpu: bool, outputs: dic
               names: list[str] = (), tools: tuple[str, ...] = (), quiet: bool = False) -> Ready:
     """check_machine, and its lines printed unless `quiet` (a note that a folder was made is always said)."""
     ready = check_machine(loaded, contract_path, cuda=cuda, gpu=gpu, outputs=outputs, names=names, tools=tools)
-    for line in ready.lines:
-        if not quiet or line.startswith("note: created "):
-            err.print(line, markup=False)
+    for line in ready.said(quiet):
+        err.print(line, markup=False)
     return ready

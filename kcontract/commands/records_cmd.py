@@ -7,7 +7,7 @@ import sys
 import click
 
 from kcontract.commands.common import contract_option, err, out, strict_records_option, user_errors
-from kcontract.commands.gate5_text import (
+from kcontract.report.gate5_text import (
     compile_failures,
     control_lines,
     finding_lines,
@@ -36,20 +36,34 @@ def records_command(contract_path: str, update: bool, jobs: int | None, strict_r
     report = check_records(loaded, update=update, jobs=jobs, strict=strict_records)
     failures = compile_failures(report.build.failures) if report.build else []
     if update and (report.errors or failures):
-        for line in failures + [f"gate 5: {e}" for e in report.errors]:
-            out.print(f"FAIL {line}", markup=False)
-        err.print("ERROR: records not rewritten: fix the errors above first", markup=False)
-        sys.exit(int(ExitCode.FAILED))
-    print_limits(out, loaded.targets)
+        _refuse_update(report, failures)
+    _show(report, loaded.targets, update, failures)
+    out.print(f"RECORDS {report.toolchain.id} in {report.root}: {gate5_summary(report)}", markup=False)
+    passed = report.passed and not failures and not report.missed_controls
+    sys.exit(int(ExitCode.OK if passed else ExitCode.FAILED))
+
+
+def _show(report, targets: list[str], update: bool, failures: list[str]) -> None:
+    """The SMs' limits, the records, what --update changed, what fails, the controls and findings."""
+    print_limits(out, targets)
     if report.rows:
         print_records(out, report)
-    for line in report.changes if update else []:
-        out.print(f"changed: {line}", markup=False)
-    if update and not report.changes:
-        out.print("records already current", markup=False)
+    for line in _changes(report) if update else []:
+        out.print(line, markup=False)
     for line in failures + gate5_lines(report):
         out.print(f"FAIL {line}", markup=False)
     for line in control_lines(report) + finding_lines(report):
         out.print(line, markup=False)
-    out.print(f"RECORDS {report.toolchain.id} in {report.root}: {gate5_summary(report)}", markup=False)
-    sys.exit(int(ExitCode.OK if report.passed and not failures and not report.missed_controls else ExitCode.FAILED))
+
+
+def _refuse_update(report, failures: list[str]) -> None:
+    """Say what stops `--update` and exit failed: nothing is rewritten."""
+    for line in failures + [f"gate 5: {e}" for e in report.errors]:
+        out.print(f"FAIL {line}", markup=False)
+    err.print("ERROR: records not rewritten: fix the errors above first", markup=False)
+    sys.exit(int(ExitCode.FAILED))
+
+
+def _changes(report) -> list[str]:
+    """What `--update` rewrote, a line each, or that the records were current."""
+    return [f"changed: {line}" for line in report.changes] or ["records already current"]

@@ -50,8 +50,7 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
     session = Session(contract_path)
     selection = Selection(tuple(only), tuple(control_names), gate, case, seed, no_controls, strict_records)
     if sanitize:
-        sanitize_run(session.loaded, contract_path, selection, jobs, json_path,
-                     refused=bool(receipt_path or junit_path or shard_text))
+        sanitize_run(session, selection, jobs, json_path, refused=bool(receipt_path or junit_path or shard_text))
     options = RunOptions(selection, parse_shard(shard_text) if shard_text is not None else None, receipt_path, stale,
                          recheck, not no_cache, jobs, json_path, junit_path)
     plan = session.plan(options)

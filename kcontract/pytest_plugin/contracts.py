@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from kcontract.contract.loaded import LoadedContract
-from kcontract.contract.loader import load_contract
 from kcontract.contract.model import KernelRef
 from kcontract.errors import KContractError
-from kcontract.runner.plan import Selection, plan_tasks
+from kcontract.runner.plan import Selection
+from kcontract.session.options import RunOptions
+from kcontract.session.session import Session
 from kcontract.verdict.outcome import Task
 
 MAX_SEED = 2**63 - 1
@@ -83,11 +84,12 @@ def load_runs(config: pytest.Config, typed: list[str]) -> list[ContractRun]:
         relative = not Path(text).expanduser().is_absolute() and Path.cwd() == invocation
         arg = text if relative else str(absolute)
         try:
-            loaded = load_contract(arg)
-            tasks = plan_tasks(loaded, arg, Selection(seed=seed), cache=cache)
+            session = Session(arg)
+            tasks = session.plan(RunOptions(Selection(seed=seed), cache=cache)).tasks
         except KContractError as error:
             raise pytest.UsageError(*[f"--kcontract {text}: {line}" for line in error.lines()]) from None
-        runs[absolute.resolve()] = ContractRun(text, arg, absolute, absolute.resolve(), invocation, loaded, tasks)
+        runs[absolute.resolve()] = ContractRun(text, arg, absolute, absolute.resolve(), invocation, session.loaded,
+                                               tasks)
     return list(runs.values())
 
 

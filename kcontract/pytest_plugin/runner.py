@@ -11,13 +11,12 @@ import signal
 import threading
 import time
 
-from kcontract.commands.preflight import preflight
 from kcontract.errors import KContractError
 from kcontract.gatetable import launching
 from kcontract.launch import gpu_problem
 from kcontract.runner.execute import execute
 from kcontract.runner.pool import Pool, Workers, in_process
-from kcontract.runner.prebuild import prebuild
+from kcontract.session.session import ready_for
 from kcontract.verdict.outcome import Outcome, Task
 
 
@@ -49,12 +48,8 @@ class TaskRunner:
         key = str(run.path)
         if key not in self.prepared:
             runnable = [t for t in tasks if gpu_skip_reason(run, t) is None]
-            cuda = any(run.kernel(t).cuda is not None for t in runnable)
-            gpu = [t.name for t in runnable if needs_gpu(run, t)]
             try:
-                ready = preflight(run.loaded, run.worker_path(), cuda=cuda, gpu=bool(gpu), names=sorted(set(gpu)),
-                                  quiet=True)
-                prebuild(run.loaded, runnable, ready.sm)
+                ready_for(run.loaded, run.worker_path(), runnable)  # the plugin names no output: nothing to say
                 self.prepared[key] = None
             except KContractError as error:
                 self.prepared[key] = "\n".join(f"ERROR: {line}" for line in error.lines())

@@ -29,23 +29,25 @@ def capped(lines: list[str], limit: int = SHOWN) -> list[str]:
 
 def gate5_lines(report: Gate5Report) -> list[str]:
     """What is wrong with gate 5, one line each: stale or missing records, new limit problems, controls."""
-    lines = [f"gate 5: {e}" for e in report.errors]
-    grouped: dict[tuple, list] = {}
-    for row in report.rows:
-        if row.status in ("stale", "missing"):
-            grouped.setdefault((row.owner, row.status, row.detail), []).append(row)
-    lines += capped([f"gate 5: {owner} {_roles_on(rows)}: {status} record: {detail}"
-                     for (owner, status, detail), rows in grouped.items()])
+    lines = [f"gate 5: {e}" for e in report.errors] + _record_lines(report)
     lines += [f"gate 5: {n}" for n in report.notes]
     if report.strict:
         lines += [f"gate 5: {f} (--strict-records)" for f in report.findings]
     if len(report.problems) > report.baseline:
         lines += capped([f"gate 5: new limit problem: {p}" for p in report.new_problems] or
                         [f"gate 5: {len(report.problems)} limit problems, baseline {report.baseline}"])
-    for control in report.missed_controls:
-        lines.append(f"gate 5: control {control.name} missed: its kernel standing in for {control.entry} is "
-                     f"neither stale nor over a limit{(' (' + control.note + ')') if control.note else ''}")
-    return lines
+    return lines + [f"gate 5: control {c.name} missed: its kernel standing in for {c.entry} is neither stale nor "
+                    f"over a limit{(' (' + c.note + ')') if c.note else ''}" for c in report.missed_controls]
+
+
+def _record_lines(report: Gate5Report) -> list[str]:
+    """Stale or missing records, a line per owner, status and detail, capped."""
+    grouped: dict[tuple, list] = {}
+    for row in report.rows:
+        if row.status in ("stale", "missing"):
+            grouped.setdefault((row.owner, row.status, row.detail), []).append(row)
+    return capped([f"gate 5: {owner} {_roles_on(rows)}: {status} record: {detail}"
+                   for (owner, status, detail), rows in grouped.items()])
 
 
 def _roles_on(rows: list) -> str:

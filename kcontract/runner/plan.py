@@ -36,7 +36,7 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache
     at, after the entries whose references it shares); options that match nothing fail."""
     seed = loaded.seed if sel.seed is None else sel.seed
     names = [e.name for e in loaded.entries]
-    entries = [e for e in loaded.entries if not sel.only or any(fnmatch.fnmatch(e.name, g) for g in sel.only)]
+    entries = [e for e in loaded.entries if picked(e.name, sel.only)]
     if sel.only and not entries:
         raise UsageError(f"--only {' '.join(sel.only)} matches no entry; entries: {_few(names)}")
     missing = [c for c in sel.controls if c not in {k.name for k in loaded.controls}]
@@ -64,6 +64,11 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache
                    c.timeout or loaded.entry(c.entry).timeout, cache, sel.strict_records) for c in controls]
     _refuse_empty(loaded, tasks, sel, [e.name for e in entries] + [c.entry for c in controls])
     return [t for t in tasks if t.gates]
+
+
+def picked(name: str, globs: tuple[str, ...]) -> bool:
+    """Whether `--only` globs pick the name (no globs pick every name)."""
+    return not globs or any(fnmatch.fnmatch(name, g) for g in globs)
 
 
 def weight(entry) -> int:

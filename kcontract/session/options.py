@@ -28,17 +28,21 @@ class RunOptions:
 
     def check(self) -> None:
         """Refuse the combinations a run cannot honour."""
+        self._check_stale()
         partial = self.selection.partial
-        if self.recheck and not self.stale:
-            raise UsageError("--recheck re-runs rows judged by an earlier kcontract with --stale: add --stale")
-        if self.stale and not self.receipt:
-            raise UsageError("--stale refreshes a receipt's rows: give the receipt with --receipt FILE")
-        if self.stale and (partial or self.shard):
-            raise UsageError(f"--stale picks the rows itself: drop {PARTIAL.replace(' and', ',')} and --shard")
         if self.receipt and partial:
             raise UsageError(f"--receipt attests the whole contract: drop {PARTIAL}")
         if self.shard and partial:
             raise UsageError(f"--shard {self.shard} splits the whole contract: drop {PARTIAL}")
+
+    def _check_stale(self) -> None:
+        """`--stale` and `--recheck` need a receipt and the whole contract."""
+        if self.recheck and not self.stale:
+            raise UsageError("--recheck re-runs rows judged by an earlier kcontract with --stale: add --stale")
+        if self.stale and not self.receipt:
+            raise UsageError("--stale refreshes a receipt's rows: give the receipt with --receipt FILE")
+        if self.stale and (self.selection.partial or self.shard):
+            raise UsageError(f"--stale picks the rows itself: drop {PARTIAL.replace(' and', ',')} and --shard")
 
     @property
     def whole(self) -> bool:

@@ -27,6 +27,10 @@ class Ready:
     notes: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
 
+    def said(self, quiet: bool = False) -> list[str]:
+        """The lines to say; `quiet`: only the notes that a folder was made."""
+        return [line for line in self.lines if not quiet or line.startswith("note: created ")]
+
 
 def device_sm() -> str:
     """`sm_90` of device 0 (CuPy has been checked)."""
@@ -39,9 +43,6 @@ def check_machine(loaded, contract_path: str, *, cuda: bool, gpu: bool, outputs:
                   names: list[str] = (), tools: tuple[str, ...] = ()) -> Ready:
     """Check outputs, the cache folder, the toolchain (`cuda`: CUDA kernels compile), the disassemblers a command
     needs (`tools`) and the GPU (`gpu`)."""
-    from kcontract.launch import cuda_ready
-    from kcontract.launch.cuda import target_for
-
     ready = Ready()
     created = require_writable(**(outputs or {}))
     root, note = resolve_root(contract_path)
@@ -52,22 +53,32 @@ def check_machine(loaded, contract_path: str, *, cuda: bool, gpu: bool, outputs:
         ready.toolchain = find_toolchain()
     found = [find_tool(name) for name in tools]
     if gpu:
-        cuda_ready(list(names) or ["the contract's kernels"])
-        ready.sm = device_sm()
-        target = target_for(ready.sm, loaded.targets)
-        if cuda and target not in loaded.targets:
-            raise EnvironmentProblem(f"this GPU is {ready.sm}, which is none of the contract's targets "
-                                     f"({', '.join(loaded.targets)}): add {ready.sm} to `targets` in {contract_path}")
-        if cuda and not ready.toolchain.builds(target):
-            raise EnvironmentProblem(f"nvrtc {ready.toolchain.nvrtc.version} ({ready.toolchain.nvrtc.origin}) cannot "
-                                     f"build for this GPU ({ready.sm}): install a newer NVRTC "
-                                     f"(pip install 'kcontract[cu13]')")
+        ready.sm = _check_gpu(loaded, contract_path, ready.toolchain, names)
     ready.lines = [f"note: {line}" for line in created]
     if ready.toolchain is not None:
         ready.lines.append(f"toolchain: {ready.toolchain.describe()}")
     ready.lines += [f"{tool.name}: {tool.version} ({tool.origin})" for tool in found]
     ready.lines += [f"note: {line}" for line in ready.notes]
     return ready
+
+
+def _check_gpu(loaded, contract_path: str, toolchain: Toolchain | None, names: list[str]) -> str:
+    """The GPU's SM, once CuPy runs and (where CUDA kernels compile) the toolchain builds for a target of it."""
+    from kcontract.launch import cuda_ready
+    from kcontract.launch.cuda import target_for
+
+    cuda_ready(list(names) or ["the contract's kernels"])
+    sm = device_sm()
+    if toolchain is None:
+        return sm
+    target = target_for(sm, loaded.targets)
+    if target not in loaded.targets:
+        raise EnvironmentProblem(f"this GPU is {sm}, which is none of the contract's targets "
+                                 f"({', '.join(loaded.targets)}): add {sm} to `targets` in {contract_path}")
+    if not toolchain.builds(target):
+        raise EnvironmentProblem(f"nvrtc {toolchain.nvrtc.version} ({toolchain.nvrtc.origin}) cannot build for this "
+                                 f"GPU ({sm}): install a newer NVRTC (pip install 'kcontract[cu13]')")
+    return sm
 
 
 def device_target(loaded) -> str:
@@ -85,23 +96,21 @@ def device_target(loaded) -> str:
 def require_writable(**paths: str | None) -> list[str]:
     """Refuse, before any work, an output path that cannot be written (`--json x/y` under a file, a path in
     /proc); a missing folder is made, and a note returned that says so."""
-    notes = []
-    for option, path in paths.items():
-        if not path:
-            continue
-        target = Path(path)
-        flag = f"--{option}"
-        if target.is_dir():
-            raise UsageError(f"{flag} {path}: is a directory; give a file name")
-        parent = target.parent
-        missing = [p for p in (parent, *parent.parents) if not p.exists()]
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise UsageError(f"{flag} {path}: cannot create its folder {parent} ({error.strerror})") from None
-        if missing:
-            notes.append(f"created {missing[-1]} for {flag}")
-        why = writable(parent)
-        if why is not None or (target.exists() and not os.access(target, os.W_OK)):
-            raise UsageError(f"{flag} {path}: not writable ({why or 'permission denied'}); give another path")
-    return notes
+    return [note for option, path in paths.items() if path for note in [_require_one(f"--{option}", path)] if note]
+
+
+def _require_one(flag: str, path: str) -> str | None:
+    """Refuse one output path that cannot be written; the note that its folder was made, or None."""
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    parent = target.parent
+    missing = [p for p in (parent, *parent.parents) if not p.exists()]
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"{flag} {path}: cannot create its folder {parent} ({error.strerror})") from None
+    why = writable(parent)
+    if why is not None or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable ({why or 'permission denied'}); give another path")
+    return f"created {missing[-1]} for {flag}" if missing else None

@@ -63,22 +63,16 @@ class Session:
 
     def on_gpu(self, tasks: list[Task]) -> list[str]:
         """The tasks' kernels that launch on a GPU."""
-        kernels = self._kernels()
-        return sorted({t.name for t in tasks if kernels[t.name].launcher() != "python"
-                       and any(g in launching() for g in t.gates)})
+        return on_gpu(self.loaded, tasks)
 
     def prepare(self, plan: Plan, options: RunOptions) -> list[str]:
         """Check the machine (toolchain, GPU, writable outputs) and build every cubin once; returns the lines to
         say (what was built, how many workers and why) and fixes the worker count in `options`' place."""
-        kernels, gpu = self._kernels(), self.on_gpu(plan.tasks)
-        self.ready = check_machine(self.loaded, self.path, cuda=any(kernels[t.name].cuda is not None
-                                                                    for t in plan.tasks), gpu=bool(gpu),
-                                   outputs={"json": options.json, "junit": options.junit, "receipt": options.receipt},
-                                   names=gpu)
-        lines = self.ready.lines + [line for line in [prebuild(self.loaded, plan.tasks, self.ready.sm)] if line]
+        self.ready, lines = ready_for(self.loaded, self.path, plan.tasks, outputs={
+            "json": options.json, "junit": options.junit, "receipt": options.receipt})
         self.jobs = options.jobs
         if options.jobs == "auto":
-            self.jobs, why = auto_jobs(self.loaded, gpu=bool(gpu))
+            self.jobs, why = auto_jobs(self.loaded, gpu=bool(self.on_gpu(plan.tasks)))
             lines.append(f"--jobs auto: {why}")
         return lines
 
@@ -123,8 +117,27 @@ class Session:
         """Seconds since the session began."""
         return time.monotonic() - self.started
 
-    def _kernels(self) -> dict:
-        return {e.name: e.kernel for e in self.loaded.entries} | {c.name: c.kernel for c in self.loaded.controls}
+def kernels(loaded) -> dict:
+    """Each entry's and control's kernel, by name."""
+    return {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
+
+
+def on_gpu(loaded, tasks: list[Task]) -> list[str]:
+    """The tasks' kernels that launch on a GPU."""
+    by_name = kernels(loaded)
+    return sorted({t.name for t in tasks if by_name[t.name].launcher() != "python"
+                   and any(g in launching() for g in t.gates)})
+
+
+def ready_for(loaded, path: str, tasks: list[Task], outputs: dict[str, str | None] | None = None
+              ) -> tuple[Ready, list[str]]:
+    """Check the machine the tasks need (the toolchain where CUDA kernels compile, the GPU where they launch,
+    writable outputs) and build every cubin they load once; what was found, and the lines to say."""
+    by_name, gpu = kernels(loaded), on_gpu(loaded, tasks)
+    ready = check_machine(loaded, path, cuda=any(by_name[t.name].cuda is not None for t in tasks), gpu=bool(gpu),
+                          outputs=outputs, names=gpu)
+    built = prebuild(loaded, tasks, ready.sm)
+    return ready, ready.lines + ([built] if built else [])
 
 
 def _previous(path: str) -> dict:

@@ -1,0 +1,153 @@
+"""`kcontract check` as a session step: everything that needs no GPU (registration, compiles for every SM, gate 5,
+the controls' patches, receipts), gathered into the lines to print and the SUMMARY, with nothing printed here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from kcontract.cachesize import keep_under_cap
+from kcontract.errors import EnvironmentProblem
+from kcontract.receipts.check import ReceiptReport, check_receipts
+from kcontract.records.gate5 import Gate5Report, check_records
+from kcontract.report.gate5_text import compile_failures, control_lines, finding_lines, gate5_lines, gate5_summary
+from kcontract.sassdiff.unchanged import unchanged_patches
+from kcontract.session.preflight import check_machine
+from kcontract.toolchain.build import build
+from kcontract.toolchain.cache import CompileCache, cache_root
+from kcontract.toolchain.globals import unregistered
+from kcontract.toolchain.units import contract_uses, group_units
+from kcontract.verdict.summary import plural
+
+NOTHING = ("nothing to check: no CUDA kernel compiled, no launch record, no control; a check that checked nothing "
+           "proves nothing (register a CUDA kernel, or a control for a Python one: docs/kernel-contract.md, "
+           "section 4)")
+
+
+@dataclass
+class Checked:
+    """What the check found: failures (`FAIL ...` on stdout), its other lines, the SUMMARY."""
+
+    problems: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    summary: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class _Found:
+    """The pieces the SUMMARY line is made of."""
+
+    globals: int = 0
+    missing: int = 0
+    units: int = 0
+    built: object = None
+    records: Gate5Report | None = None
+    receipts: ReceiptReport | None = None
+    toolchain: object = None
+
+
+def check_contract(session, jobs: int | None, strict_records: bool, strict_receipts: bool,
+                   say: Callable[[str], None]) -> Checked:
+    """Validate (the session loaded the contract), find unregistered kernels, compile for every SM, run gate 5,
+    refuse controls' patches that change nothing, check receipts; `say` hears the stderr lines as they come."""
+    loaded, checked, found = session.loaded, Checked(), _Found()
+    ready = check_machine(loaded, session.path, cuda=bool(contract_uses(loaded)), gpu=False)
+    for line in ready.lines:
+        say(line)
+    found.toolchain = ready.toolchain
+    checked.problems += _unregistered(session, found)
+    found.built = _compile(session, found, jobs) if ready.toolchain is not None else None
+    if found.built:
+        checked.problems += compile_failures(found.built.failures)
+        _refuse_unchanged(loaded, found.built, say)
+        found.records = check_records(loaded, built=found.built, cache=CompileCache(cache_root(session.path)),
+                                      strict=strict_records)
+        checked.problems += gate5_lines(found.records)
+        checked.lines += control_lines(found.records) + finding_lines(found.records)
+    found.receipts = check_receipts(loaded, strict=strict_receipts, built=found.built)
+    checked.problems += found.receipts.problems
+    if _checked_nothing(loaded, found):
+        checked.problems.append(NOTHING)
+    checked.lines += [f"note: {line}" for line in found.receipts.notes]
+    pruned = keep_under_cap(cache_root(session.path), session.begun)
+    if pruned:
+        say(f"note: {pruned}")
+    checked.summary = _summary(session, checked.passed, found)
+    return checked
+
+
+def _unregistered(session, found: _Found) -> list[str]:
+    """A line per `__global__` under the kernel folders that no entry registers."""
+    base = Path(session.path).resolve().parent
+    folders = session.loaded.model.folders.kernels
+    every, missing = unregistered(session.loaded, [base / folder for folder in folders])
+    found.globals, found.missing = len(every), len(missing)
+    return [f"{_rel(kernel.file, base)}:{kernel.line}: __global__ `{kernel.name}` is registered by no entry: add an "
+            f"entry to {session.path} whose kernel.cuda.symbols names it (docs/kernel-contract.md says how)"
+            for kernel in missing]
+
+
+def _compile(session, found: _Found, jobs: int | None):
+    """Every unit the contract uses, for every target SM."""
+    units = group_units(contract_uses(session.loaded))
+    found.units = len(units)
+    base = Path(session.path).resolve().parent
+    return build(units, session.loaded.targets, CompileCache(cache_root(session.path)), base, jobs)
+
+
+def _refuse_unchanged(loaded, built, say: Callable[[str], None]) -> None:
+    """Raise the first control whose patch changes no machine code (saying so where nvdisasm is missing)."""
+    try:
+        unchanged = unchanged_patches(loaded, built)
+    except EnvironmentProblem as error:  # no nvdisasm: bytes still refuse a patch that changes nothing at all
+        say(f"note: controls' patches compared by bytes only, not machine code: {error.message}")
+        unchanged = unchanged_patches(loaded, built, sass=False)
+    if unchanged:
+        unchanged[0].others = unchanged[1:]
+        raise unchanged[0]
+
+
+def _compiles(found: _Found) -> int:
+    """Cubins compiled or failed."""
+    return len(found.built.modules) + len(found.built.failures) if found.built else 0
+
+
+def _checked_nothing(loaded, found: _Found) -> bool:
+    """No compile, no launch record and no control: a check that proves nothing."""
+    return _compiles(found) == 0 and not (found.records and found.records.rows) and not loaded.controls
+
+
+def _compiled_text(loaded, found: _Found) -> str:
+    """`N compiles (...), F failed; gate 5: ...; gate-5 controls: ...; toolchain ID`, or `no CUDA kernel`."""
+    built, report = found.built, found.records
+    if not built:
+        return "no CUDA kernel"
+    sms = [sm for sm in loaded.targets if sm not in built.skipped]
+    failed = len({(f.unit.ident, f.sm) for f in built.failures})
+    return (f"{_compiles(found)} compiles ({found.units} sources x {len(sms)} SMs, {built.cached} cached), "
+            f"{failed} failed; gate 5: {gate5_summary(report)}; gate-5 controls: "
+            f"{sum(c.red for c in report.controls)} red as planted, {len(report.missed_controls)} missed; "
+            f"toolchain {found.toolchain.id}")
+
+
+def _summary(session, passed: bool, found: _Found) -> str:
+    """The SUMMARY check line."""
+    loaded = session.loaded
+    folders = ", ".join(f + "/" for f in loaded.model.folders.kernels)
+    return (f"SUMMARY check {'passed' if passed else 'FAILED'}: contract valid "
+            f"({plural(len(loaded.entries), 'entry', 'entries')}, {plural(len(loaded.controls), 'control')}); "
+            f"{found.globals} __global__ in {folders}, {found.missing} unregistered; "
+            f"{_compiled_text(loaded, found)}; receipts: {found.receipts.summary()}; {session.seconds():.1f} s")
+
+
+def _rel(path: Path, base: Path) -> str:
+    """`kernels/x.cu` rather than an absolute path."""
+    try:
+        return str(path.resolve().relative_to(base))
+    except ValueError:
+        return str(path)
