@@ -40,6 +40,12 @@ class ContractError(KContractError):
         self.file, self.line, self.path, self.expected, self.given = file, line, path, expected, given
 
 
+class ContractFailed(KContractError):
+    """A kernel the command needs green is red (a gate failed): the contract's failure, not the user's mistake."""
+
+    exit_code = ExitCode.FAILED
+
+
 class EnvironmentProblem(KContractError):
     """Something missing from the machine (GPU, toolchain), with the fix."""
 

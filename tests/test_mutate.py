@@ -213,6 +213,8 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
     seen: list[list[str]] = []
 
     def cut(tasks, jobs, on_progress, on_done):  # the first mutant's gate finishes, red at gate 1; then a SIGTERM
+        if all(t.kind == "entry" for t in tasks):  # the unmutated entry first: green
+            return [_Outcome(t.name) for t in tasks]
         seen.append([t.name for t in tasks])
         outcomes = []
         for task in tasks:
@@ -257,7 +259,8 @@ def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_l
 
     def run(tasks, jobs, on_progress, on_done):
         stages.append([t.name for t in tasks])
-        outcomes = [_Outcome(t.name, red=not t.name.startswith(f"{green}_g")) for t in tasks]
+        outcomes = [_Outcome(t.name, red=t.kind == "control" and not t.name.startswith(f"{green}_g"))
+                    for t in tasks]
         for outcome in outcomes:
             on_done(outcome)
         return outcomes
@@ -268,8 +271,9 @@ def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_l
     monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
     monkeypatch.setattr("kcontract.session.mutants.sanitize_survivors", lambda *a: None)
     done = CliRunner().invoke(cli, args)
-    assert sorted(stages[0]) == sorted(f"{m}_g1" for m in waiting)
-    assert stages[1] == [f"{green}_g{g}" for g in (2, 4)]  # rmsnorm launches gates 1, 2 and 4
+    assert sorted(stages[0]) == ["rmsnorm_h4096"] * 3  # the unmutated entry first, every gate
+    assert sorted(stages[1]) == sorted(f"{m}_g1" for m in waiting)
+    assert stages[2] == [f"{green}_g{g}" for g in (2, 4)]  # rmsnorm launches gates 1, 2 and 4
     statuses = {m.ident: m.status for m in load(here).mutants}
     assert statuses[green] == "survived" and all(statuses[m] == "killed" for m in waiting if m != green)
     assert f"survived {green} (" in done.output and done.exit_code == 0, done.output
@@ -308,3 +312,27 @@ def test_argued_mutants_load_on_cuda_entries_only_and_stale_no_row(tmp_path):
     assert "mutation" in PROSE
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
     assert all(e.mutation is None or e.kernel.cuda is not None for e in loaded.entries)
+
+
+def test_a_campaign_whose_unmutated_entry_is_red_judges_no_mutant(tmp_path, monkeypatch):
+    import kcontract.runner.session
+    from kcontract.mutate.campaign import load
+
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    args = ["mutate", "rmsnorm_h4096", "--contract", str(ROOT / "contract.yaml"), "--limit", "4", "--sm", "sm_90a"]
+    assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
+    ran: list[str] = []
+
+    def run(tasks, jobs, on_progress, on_done):  # the entry itself red at gate 2
+        ran.extend(t.kind for t in tasks)
+        return [_Outcome(t.name, red=t.gates == [2]) for t in tasks]
+
+    monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
+    monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
+    monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
+    monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 1 and "the unmutated kernel is not green (gate 1)" in done.output, done.output
+    assert set(ran) == {"entry"}  # no mutant ran
+    judged = load(tmp_path / "cache" / "mutants" / "rmsnorm_h4096").mutants
+    assert not any(m.status in ("killed", "survived") for m in judged)

@@ -30,6 +30,10 @@ class Derived:
         """The tasks of the named controls."""
         return plan_tasks(self.loaded, self.path, Selection(controls=tuple(controls)))
 
+    def entry_tasks(self, entry: str) -> list[Task]:
+        """The tasks of the entry itself, every gate, no control."""
+        return plan_tasks(self.loaded, self.path, Selection(only=(entry,), no_controls=True))
+
     def build(self, tasks: list[Task]) -> str | None:
         """Every cubin the tasks load, compiled once; the line saying so, or None."""
         return prebuild(self.loaded, tasks, self.ready.sm)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from kcontract.contract.paths import resolve_source
-from kcontract.errors import UsageError
+from kcontract.errors import ContractFailed, UsageError
 from kcontract.family.cases import main_cases
 from kcontract.mutate.campaign import Campaign, judge_runs, load, prepare, save, workdir
 from kcontract.session.derived import Derived, Progress, interrupted
@@ -167,6 +167,8 @@ def run_candidates(campaign: Campaign, here: Path, jobs, progress: Progress, say
     derived = Derived(contract, [campaign.entry], say)
     chosen = _candidates(campaign, derived.loaded)
     workers, first = derived.workers(jobs), min(_gate(name) for name in chosen)
+    baseline, _ = derived.run(derived.entry_tasks(campaign.entry), workers, progress)
+    _require_green(campaign.entry, baseline)
     finished, whole = [], True
     for stage in (True, False):  # the first gate for all, the others only for mutants it left green
         names = _stage(chosen, finished, first, stage)
@@ -179,6 +181,17 @@ def run_candidates(campaign: Campaign, here: Path, jobs, progress: Progress, say
         sanitize_survivors(campaign, contract, derived.loaded, say)
     save(campaign, here)
     return whole
+
+
+def _require_green(entry: str, baseline: list) -> None:
+    """The unmutated entry ran green first, so its inputs and references are cached before any mutant's gate
+    runs (a mutant's time limit then times its kernel) and a red gate is the mutant's doing."""
+    if interrupted(baseline):
+        raise KeyboardInterrupt
+    bad = [f"gate {g}" for o in baseline for g in o.failed_gates()] + [o.status for o in baseline if o.status != "ran"]
+    if bad:
+        raise ContractFailed(f"{entry}: the unmutated kernel is not green ({', '.join(bad)}), so no mutant can be "
+                             f"judged: run `kcontract run --only {entry}` and fix it first")
 
 
 def sanitize_survivors(campaign: Campaign, contract: str, mutant_contract, say: Say = lambda line: None,
