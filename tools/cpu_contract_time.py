@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""The CPU contract's cold wall time on 2 workers, with where the time went.
+
+Runs `kcontract run` on tests/contracts/cpu.yaml (or --contract) with an empty cache folder of its own, so every
+input and float64 reference is made afresh, and prints the wall time, the seconds its tasks spent per stage
+(summed over every gate of every entry and control), the heaviest tasks, and the SUMMARY line. Exit status: the
+run's.
+
+    python tools/cpu_contract_time.py [--contract FILE] [--jobs N] [--top K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("inputs", "reference", "launch", "compare", "other")
+
+
+def run_cold(contract: str, jobs: int, folder: Path) -> tuple[float, subprocess.CompletedProcess, dict]:
+    """Wall seconds of one cold run, its process, and its JSON report."""
+    report = folder / "run.json"
+    env = {**os.environ, "KCONTRACT_CACHE": str(folder / "cache"), "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "kcontract", "run", "--contract", contract, "--jobs", str(jobs),
+               "--json", str(report)]
+    began = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - began
+    return wall, done, json.loads(report.read_text()) if report.is_file() else {}
+
+
+def gate_rows(document: dict) -> list[tuple[str, int, float, dict]]:
+    """(task, gate, seconds, profile) of every gate that ran."""
+    return [(("control " if kind == "controls" else "") + outcome["task"]["name"], int(gate), result["seconds"],
+             result.get("profile") or {})
+            for kind in ("entries", "controls") for outcome in document.get(kind, [])
+            for gate, result in outcome["gates"].items()]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--contract", default="tests/contracts/cpu.yaml")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--top", type=int, default=8, help="the heaviest gates shown")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kcontract-cold-") as folder:
+        wall, done, document = run_cold(args.contract, args.jobs, Path(folder))
+    if not document:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+        return done.returncode or 1
+    rows = gate_rows(document)
+    staged = {stage: sum(p.get(f"{stage}_s", 0.0) for *_, p in rows) for stage in STAGES}
+    busy = sum(seconds for _, _, seconds, _ in rows)
+    print(f"{args.contract} cold on {args.jobs} jobs ({os.cpu_count()} cores here): {wall:.1f} s wall")
+    print(f"task seconds {busy:.1f}: " + ", ".join(f"{stage} {s:.1f}" for stage, s in staged.items()))
+    print(f"outside the tasks (start, load, plan, workers, report): {max(0.0, wall - busy / args.jobs):.1f} s "
+          f"of wall beyond task seconds / jobs")
+    for task, gate, seconds, profile in sorted(rows, key=lambda row: -row[2])[:args.top]:
+        split = ", ".join(f"{stage} {profile.get(f'{stage}_s', 0.0):.1f}" for stage in STAGES)
+        print(f"  {task} gate {gate}: {seconds:.1f} s ({split})")
+    print(document["summary"])
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
