@@ -44,6 +44,11 @@ class Gate:
         return self.kind is not Kind.RECORDS
 
     @property
+    def references(self) -> bool:
+        """Whether the gate judges outputs against float64 references (an invariance gate compares runs)."""
+        return self.kind is Kind.RANGES
+
+    @property
     def judged(self) -> bool:
         """Whether the SUMMARY's `pass gates ...` counts it (records have their own clauses)."""
         return self.kind is not Kind.RECORDS

@@ -6,7 +6,7 @@ input and float64 reference is made afresh, and prints the wall time, the second
 (summed over every gate of every entry and control), the heaviest tasks, and the SUMMARY line. Exit status: the
 run's.
 
-    python tools/cpu_contract_time.py [--contract FILE] [--jobs N] [--top K]
+    python tools/cpu_contract_time.py [--contract FILE] [--jobs N] [--top K] [--json FILE]
 """
 
 from __future__ import annotations
@@ -49,9 +49,12 @@ def main() -> int:
     parser.add_argument("--contract", default="tests/contracts/cpu.yaml")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--top", type=int, default=8, help="the heaviest gates shown")
+    parser.add_argument("--json", help="keep the run's JSON report here (to compare two runs' verdicts)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kcontract-cold-") as folder:
         wall, done, document = run_cold(args.contract, args.jobs, Path(folder))
+    if args.json and document:
+        Path(args.json).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     if not document:
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
         return done.returncode or 1

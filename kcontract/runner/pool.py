@@ -13,9 +13,14 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from typing import Callable
 
+from kcontract.machine import usable_cores
+
+from kcontract.runner.plan import start_order
 from kcontract.verdict.outcome import Outcome, Progress, Task
 
 
@@ -37,14 +42,31 @@ def _serve(conn: Connection) -> None:
         os._exit(0)
 
 
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextmanager
+def blas_threads(threads: int | None) -> Iterator[None]:
+    """While a worker is spawned, its BLAS threads (unless the user set them): workers side by side share the
+    cores instead of each spinning a thread per core."""
+    given = [name for name in BLAS_THREADS if name not in os.environ] if threads else []
+    os.environ.update({name: str(threads) for name in given})
+    try:
+        yield
+    finally:
+        for name in given:
+            os.environ.pop(name, None)
+
+
 class Worker:
     """One spawned worker process, reused until it faults."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int | None = None) -> None:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child,), daemon=True)
-        self.proc.start()
+        with blas_threads(threads):
+            self.proc.start()
         child.close()
 
     def run(self, task: Task, on_progress: Callable[[Progress], None]) -> Outcome:
@@ -97,9 +119,11 @@ def describe_exit(code: int | None) -> str:
 
 
 class Workers:
-    """Every worker a run started, so an interrupt can end them all; starts none once stopped."""
+    """Every worker a run started, so an interrupt can end them all; starts none once stopped. `threads`: the BLAS
+    threads of each (None: the libraries' own choice)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads
         self.lock = threading.Lock()
         self.started: list[Worker] = []
         self.stopped = threading.Event()
@@ -109,7 +133,7 @@ class Workers:
         with self.lock:
             if self.stopped.is_set():
                 return None
-            worker = Worker()
+            worker = Worker(self.threads)
             self.started.append(worker)
             return worker
 
@@ -156,11 +180,11 @@ def run_in_workers(tasks: list[Task], jobs: int, on_progress: Callable[[Progress
                    on_done: Callable[[Outcome], None]) -> list[Outcome]:
     """Run tasks on `jobs` workers side by side; outcomes come back in task order. Ctrl-C ends every worker."""
     todo: queue.Queue = queue.Queue()
-    for index, task in enumerate(tasks):
-        todo.put((index, task))
+    for index in start_order(tasks):
+        todo.put((index, tasks[index]))
     outcomes: list[Outcome | None] = [None] * len(tasks)
     lock = threading.Lock()
-    workers = Workers()
+    workers = Workers(threads=max(1, usable_cores() // max(1, jobs)))
 
     def report(progress: Progress) -> None:
         with lock:
