@@ -31,6 +31,19 @@ def pytest_configure(config):
     config.kcontract_shared = shared
     os.environ[SHARED_ENV] = str(shared)
     os.environ.setdefault("KCONTRACT_CACHE", str(shared / "cache"))
+    share_blas_threads(config)
+
+
+def share_blas_threads(config) -> None:
+    """Under xdist, each worker (and every process it starts) gets its share of the cores' BLAS threads, as
+    kcontract's own workers do (docs/decisions/0022), unless the environment sets them."""
+    workers = config.getoption("numprocesses", default=None)
+    if not workers:
+        return
+    cores = os.cpu_count() or 1
+    count = cores if isinstance(workers, str) else int(workers)
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, str(max(1, cores // max(1, count))))
 
 
 def pytest_unconfigure(config):
