@@ -238,6 +238,21 @@ def test_blocked_gathering_does_not_change_the_bits(monkeypatch):
     assert not np.isnan(from_bits(blocked["out"], "bf16")).any()
 
 
+@pytest.mark.parametrize("shape", [(4, 256, 8), (3, 256, 2, 4, 128), (1, 256, 1), (5, 256, 1, 1), (2, 7, 3)])
+def test_lanes_add_in_key_order_as_a_loop_adds(shape):
+    """The double's vectorised lane sums have the bits of adding lane after lane from +0, signed zeros and all."""
+    from tests.doubles.decode import in_key_order
+
+    rng = np.random.default_rng(7)
+    terms = (rng.standard_normal(shape) * np.exp(rng.uniform(-20, 20, shape))).astype(np.float32)
+    terms[rng.random(shape) < 0.2] = -0.0
+    terms[:, 0] = -0.0
+    total = np.zeros(terms[:, 0].shape, np.float32)
+    for lane in range(shape[1]):
+        total += terms[:, lane]
+    assert bits_equal(in_key_order(terms), total)
+
+
 def _child(call: str, timeout: float) -> subprocess.CompletedProcess:
     code = (f"from tests.doubles import faulty; faulty.{call}(*[None] * 9, win=0, ring=1, n_part=1, scale=1.0, "
             f"kv_heads=1)")

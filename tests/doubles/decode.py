@@ -77,18 +77,30 @@ def chunk_sums(heads: HeadLayout, kf, vf, mask, scale, acc_round, exp=np.exp, sc
     m = s.max(axis=1)
     with np.errstate(invalid="ignore"):
         p = np.where(mask[..., None], exp(s - m[:, None, :]), np.float32(0))
+    ph = p.reshape(nb, chunk, a, g, 1)
+    if acc_round is None:
+        return m, in_key_order(p), in_key_order(ph * heads.keys(vf)).reshape(nb, a * g, d)
     l = np.zeros((nb, a * g), np.float32)
     o = np.zeros((nb, a, g, d), np.float32)
     pv = np.empty_like(o)
-    ph = p.reshape(nb, chunk, a, g, 1)
-    for lane in range(chunk):  # l and o add lane by lane, in key order
+    for lane in range(chunk):  # l and o add lane by lane, in key order, each rounded after every add
         l += p[:, lane]
         np.multiply(ph[:, lane], heads.keys(vf[:, lane]), out=pv)
         o += pv
-        if acc_round is not None:
-            l[...] = acc_round(l)
-            o[...] = acc_round(o)
+        l[...] = acc_round(l)
+        o[...] = acc_round(o)
     return m, l, o.reshape(nb, a * g, d)
+
+
+def in_key_order(terms: np.ndarray) -> np.ndarray:
+    """The fp32 sum over axis 1 (the lanes) from +0, one term after another in lane order, as a loop adds: numpy
+    adds along an axis that is not the innermost one element after another (along the innermost, pairwise)."""
+    if terms[:1, :1].size > 1:
+        return np.add.reduce(terms, axis=1, initial=np.float32(0))
+    total = np.zeros(terms[:, 0].shape, np.float32)
+    for lane in range(terms.shape[1]):
+        total += terms[:, lane]
+    return total
 
 
 def partial_chunks(qb, k_cache, v_cache, pos, slot, *, win, ring, scale, chunk=CHUNK, span=visible,
