@@ -9,6 +9,7 @@ from kcontract.numerics import bf16_from_f32_bits
 CHUNK = 256
 CHUNKS_PER_BLOCK = 4  # chunks gathered and summed together (no effect on the bits)
 SCORE_KEYS = 32  # keys per score product buffer (no effect on the bits)
+LANES_PER_STEP = 32  # lanes weighed and added per step of o's sum (no effect on the bits)
 
 
 def f32_of_bf16(bits: np.ndarray) -> np.ndarray:
@@ -79,7 +80,7 @@ def chunk_sums(heads: HeadLayout, kf, vf, mask, scale, acc_round, exp=np.exp, sc
         p = np.where(mask[..., None], exp(s - m[:, None, :]), np.float32(0))
     ph = p.reshape(nb, chunk, a, g, 1)
     if acc_round is None:
-        return m, in_key_order(p), in_key_order(ph * heads.keys(vf)).reshape(nb, a * g, d)
+        return m, in_key_order(p), weighted_in_key_order(ph, heads, vf).reshape(nb, a * g, d)
     l = np.zeros((nb, a * g), np.float32)
     o = np.zeros((nb, a, g, d), np.float32)
     pv = np.empty_like(o)
@@ -100,6 +101,22 @@ def in_key_order(terms: np.ndarray) -> np.ndarray:
     total = np.zeros(terms[:, 0].shape, np.float32)
     for lane in range(terms.shape[1]):
         total += terms[:, lane]
+    return total
+
+
+def weighted_in_key_order(ph: np.ndarray, heads: HeadLayout, vf: np.ndarray) -> np.ndarray:
+    """o: the sum over lanes of p v from +0 in key order, LANES_PER_STEP lanes at a time, each step's sum starting
+    from the running one (never -0, so adding it to +0 changes no bit)."""
+    nb, chunk, a, g = ph.shape[:4]
+    step = LANES_PER_STEP
+    buf = np.empty((nb, step + 1, a, g, vf.shape[-1]), np.float32)
+    total = np.zeros((nb, a, g, vf.shape[-1]), np.float32)
+    for lane in range(0, chunk, step):
+        width = min(step, chunk - lane)
+        part = buf[:, :width + 1]
+        part[:, 0] = total
+        np.multiply(ph[:, lane:lane + width], heads.keys(vf[:, lane:lane + width]), out=part[:, 1:])
+        total = in_key_order(part)
     return total
 
 
