@@ -9,6 +9,8 @@ task loads its cubin anew and frees its device memory.
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 import time
 import traceback
@@ -34,18 +36,22 @@ _PACKAGE = Path(kcontract.__file__).resolve().parent
 
 def user_modules(contract_path: str) -> list[str]:
     """Names of loaded modules whose files lie under the contract's import roots (not kcontract's own)."""
-    roots = [r.resolve() for r in import_roots(contract_path)]
+    roots = tuple(os.path.join(str(r.resolve()), "") for r in import_roots(contract_path))
     found = []
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
-        if not file:
-            continue
-        path = Path(file).resolve()
-        if _PACKAGE in path.parents or "site-packages" in path.parts:
-            continue
-        if any(root in path.parents for root in roots):
+        path = _user_file(file) if file else None
+        if path is not None and path.startswith(roots):
             found.append(name)
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def _user_file(file: str) -> str | None:
+    """A module file's real path, unless it is kcontract's own or an installed package's; resolved once per worker
+    (modules imported afresh keep their files)."""
+    path = Path(file).resolve()
+    return None if _PACKAGE in path.parents or "site-packages" in path.parts else str(path)
 
 
 def fresh_contract(contract_path: str, fresh: bool):
