@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -26,6 +28,24 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache" / "references"
 
 
+@pytest.fixture(scope="module")
+def cold_run(tmp_path_factory) -> SimpleNamespace:
+    """One cold run of the selection, in process: its JSON report and the cache it filled."""
+    folder = tmp_path_factory.mktemp("cold")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KCONTRACT_CACHE", str(folder / "cache"))
+        patch.setenv("KCONTRACT_IN_PROCESS", "1")
+        document = run(folder)
+    return SimpleNamespace(document=document, cache=folder / "cache")
+
+
+@pytest.fixture
+def cold(cold_run, cache) -> dict:
+    """The cold run's report, its cache copied into this test's cache folder as if the test had run it."""
+    shutil.copytree(cold_run.cache, cache.parent)
+    return cold_run.document
+
+
 def run(tmp_path, *extra) -> dict:
     report = tmp_path / "run.json"
     done = CliRunner().invoke(cli, ["run", "--contract", CPU, *SELECT, "--json", str(report), *extra])
@@ -38,8 +58,7 @@ def gate_counts(document: dict) -> dict:
             for g, r in document["entries"][0]["gates"].items()}
 
 
-def test_a_warm_run_takes_every_reference_from_the_cache_and_finds_the_same(cache, tmp_path):
-    cold = run(tmp_path)
+def test_a_warm_run_takes_every_reference_from_the_cache_and_finds_the_same(cold, tmp_path):
     assert cold["references"]["cache"] == "cold" and cold["references"]["miss"] > 0
     warm = run(tmp_path)
     assert warm["references"] == {**cold["references"], "hit": cold["references"]["miss"], "miss": 0, "cache": "warm"}
@@ -49,8 +68,7 @@ def test_a_warm_run_takes_every_reference_from_the_cache_and_finds_the_same(cach
                                                               "cache": "warm"}
 
 
-def test_a_corrupt_reference_is_rebuilt_not_trusted(cache, tmp_path):
-    cold = run(tmp_path)
+def test_a_corrupt_reference_is_rebuilt_not_trusted(cold, cache, tmp_path):
     files = sorted(cache.rglob("*.bin"))
     assert len(files) == cold["references"]["miss"] + cold["inputs"]["miss"]
     data = bytearray(files[0].read_bytes())
@@ -70,17 +88,15 @@ def test_a_corrupt_reference_is_rebuilt_not_trusted(cache, tmp_path):
     assert last["references"]["rebuilt"] + last["inputs"]["rebuilt"] == 1
 
 
-def test_another_seed_is_another_key_and_no_cache_computes_everything(cache, tmp_path):
-    run(tmp_path)
+def test_another_seed_is_another_key_and_no_cache_computes_everything(cold, tmp_path):
     assert run(tmp_path, "--seed", "7")["references"]["cache"] == "cold"
     off = run(tmp_path, "--no-cache")
     for what in ("references", "inputs"):
         assert off[what]["cache"] == "off" and off[what]["hit"] == off[what]["miss"] == 0
 
 
-def test_profile_splits_each_gate_and_prints_at_80_columns(cache, tmp_path):
-    document = run(tmp_path)
-    for result in document["entries"][0]["gates"].values():
+def test_profile_splits_each_gate_and_prints_at_80_columns(cold, tmp_path):
+    for result in cold["entries"][0]["gates"].values():
         p = result["profile"]
         stages = sum(p[f"{s}_s"] for s in ("inputs", "reference", "launch", "compare", "other"))
         assert abs(stages - result["seconds"]) < 0.05 and p["peak_host_mb"] > 10
@@ -154,10 +170,9 @@ def test_prune_removes_the_least_recently_used_first_down_to_the_cap(tmp_path, m
     assert bad.exit_code == 2 and "--max-size 'lots': expected a size such as 4GiB" in bad.output
 
 
-def test_a_cache_hit_marks_its_item_used(cache, tmp_path):
+def test_a_cache_hit_marks_its_item_used(cold, cache, tmp_path):
     import os
 
-    run(tmp_path)
     files = sorted(cache.rglob("*.bin"))
     for f in files:
         os.utime(f, (1_000_000, 1_000_000))
