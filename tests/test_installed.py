@@ -361,7 +361,7 @@ def test_piped_list_and_records_keep_every_cell_whole():
     assert listed.returncode == 0, listed.stderr
     rows = [line.split("\t") for line in listed.stdout.splitlines() if "\t" in line]
     assert rows[0] == ["entry", "family", "kernel", "cases", "gates"]
-    assert ["prompt_fused_d256_g2_sliding_bf16", "attention.prompt", "kernels/window_prompt_fused.cu", "ring_w1024",
+    assert ["prompt_fused_d256_g2_sliding_bf16", "attention.prompt", "kernels/window_prompt_fused.cu", "ring_w1024, across_a_chunk",
             "1 2 3 4 5"] in rows
     records = kcontract("records", "--contract", "tests/contracts/gate5/contract.yaml")
     assert records.returncode == 0, records.stdout + records.stderr

@@ -135,7 +135,7 @@ def test_a_patch_that_changes_no_machine_code_is_refused_in_one_line(tmp_path, m
 
 
 def test_a_comment_that_moves_code_changes_a_cubins_bytes_but_not_its_machine_code(tmp_path):
-    from kcontract.mutate.campaign import _same_code
+    from kcontract.mutate.campaign import changed_code
     from kcontract.sassdiff.machine import same_bytes
     from kcontract.toolchain.build import build
     from kcontract.toolchain.cache import CompileCache
@@ -151,7 +151,7 @@ def test_a_comment_that_moves_code_changes_a_cubins_bytes_but_not_its_machine_co
     built = build(units, ["sm_90"], cache, tmp_path, jobs=1)
     a, b = (built.module(u, "sm_90") for u in units)
     assert not same_bytes(a, b, "rms_norm<256>")  # NVRTC's cubin differs in bytes
-    assert _same_code(a, b, cache)  # mutate counts such a mutant equivalent
+    assert changed_code(a, b, cache) == []  # mutate counts such a mutant equivalent
 
 
 def test_a_control_needs_a_patch_or_a_kernel(tmp_path):

@@ -158,11 +158,16 @@ def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | Non
             first = next((line for line in failure.log.splitlines() if "error" in line), failure.log[:200])
             m.status, m.detail = "stillborn", first.strip()[:300]
             continue
-        changed = same_machine_code(original, module, original.unit.expressions, cache)
+        changed = changed_code(original, module, cache)
         if not changed:
             m.status = "equivalent"
         elif not own.intersection(changed):
             m.status, m.detail = "elsewhere", f"changes only {', '.join(changed)}, which this entry never launches"
+
+
+def changed_code(a, b, cache: CompileCache) -> list[str]:
+    """The functions of the unit whose machine code (bytes, else normalised SASS) differs between the builds."""
+    return same_machine_code(a, b, a.unit.expressions, cache)
 
 
 def save(campaign: Campaign, here: Path) -> None:
