@@ -24,6 +24,7 @@ COMMANDS = {  # name -> (module:attribute, the line `kcontract --help` shows)
     "coverage": ("kcontract.commands.coverage_cmd:coverage_command", "Which kernel lines each entry's cases run."),
     "cache": ("kcontract.commands.cache_cmd:cache_group", "The compile and reference cache: size, prune."),
     "init": ("kcontract.commands.init_cmd:init_command", "Register a kernel in a contract (new or existing)."),
+    "drift": ("kcontract.commands.drift_cmd:drift_command", "The first torch op that breaks batch invariance."),
 }
 
 EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {int(code):<4} {text}" for code, text in (

@@ -14,6 +14,7 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from kcontract.gatetable import Kind, Suite
+from kcontract.family.torch_op import FromTorch, TorchOp
 from kcontract.problem import BenchCall, Checked, InvarianceSet, LaunchShape
 
 USUAL_CAUSES: dict[Kind, tuple[str, ...]] = {  # what a failure of each kind usually means, in no family's words
@@ -68,6 +69,11 @@ class Family(ABC):
         """A new entry's own fields as commented YAML (a mapping, one small case) that loads as written."""
         raise NotImplementedError(f"family {getattr(cls, 'name', cls.__name__)} gives no entry template (its class has "
                                   "no template()); write the entry's fields by hand, as its Spec declares them")
+
+    @classmethod
+    def from_torch_op(cls, op: TorchOp) -> FromTorch | None:
+        """An entry that runs a torch op `kcontract drift` found (None: not an op of this family)."""
+        return None
 
     def kernel_abi(self) -> tuple[str, ...]:
         """The argument names this entry's kernel takes: the family's `abi`, unless an entry picks its own."""

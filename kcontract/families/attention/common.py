@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from kcontract.families.attention import drift
 from kcontract.families.attention.window import Window
 from kcontract.family.base import Family
+from kcontract.family.torch_op import FromTorch, TorchOp
 from kcontract.gatetable import Kind, Suite
 from kcontract.problem import Checked, InvarianceSet, LaunchShape
 
@@ -29,6 +31,11 @@ class WindowAttention(Family):
                                 "tiles aligned to a call's start instead of absolute positions",
                                 "uninitialised shared memory or a read past a row's keys",
                                 "a race between warps or blocks")}
+
+    @classmethod
+    def from_torch_op(cls, op: TorchOp) -> FromTorch | None:
+        """SDPA is attention's; why drift writes no entry for a model's padded call."""
+        return drift.from_torch_op(op)
 
     @property
     def scale(self) -> float:

@@ -9,10 +9,12 @@ from dataclasses import replace
 import numpy as np
 
 from kcontract.errors import UsageError
+from kcontract.families.matmul import drift
 from kcontract.families.matmul.orders import probe_splits, separated
 from kcontract.families.matmul.reference import expected
 from kcontract.families.matmul.spec import Case, MatmulSpec
 from kcontract.family.base import Family
+from kcontract.family.torch_op import FromTorch, TorchOp
 from kcontract.family.batching import BATCH_SIZES, batch_variants
 from kcontract.gatetable import Kind, Suite
 from kcontract.numerics import bf16_bits_of_finite, from_bits, round_to, to_bits
@@ -51,6 +53,11 @@ class Matmul(Family):
     abi = ABI
     bench_sizes = {"rows": (1, 256, 1024, 4096)}
     spec: MatmulSpec
+
+    @classmethod
+    def from_torch_op(cls, op: TorchOp) -> FromTorch | None:
+        """An entry of torch's mm, addmm or linear, as drift captured it."""
+        return drift.from_torch_op(op)
 
     @classmethod
     def template(cls) -> str:

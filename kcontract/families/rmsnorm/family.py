@@ -6,10 +6,12 @@ from dataclasses import replace
 
 import numpy as np
 
+from kcontract.families.rmsnorm import drift
 from kcontract.families.rmsnorm.orders import PLACEMENTS, as_bf16_bits, probe_rows, separated
 from kcontract.families.rmsnorm.reference import expected, residual_expected, residual_sum
 from kcontract.families.rmsnorm.spec import Case, RMSNormSpec
 from kcontract.family.base import Family
+from kcontract.family.torch_op import FromTorch, TorchOp
 from kcontract.family.batching import batch_variants
 from kcontract.gatetable import Kind, Suite
 from kcontract.numerics import from_bits, round_to, to_bits
@@ -45,6 +47,11 @@ class RMSNorm(Family):
     abi = ABI["plain"]
     bench_sizes = {"rows": (1, 256, 4096, 16384, 65536)}
     spec: RMSNormSpec
+
+    @classmethod
+    def from_torch_op(cls, op: TorchOp) -> FromTorch | None:
+        """A model's RMSNorm is this family's; why drift writes no entry for it."""
+        return drift.from_torch_op(op)
 
     @classmethod
     def template(cls) -> str:

@@ -1,0 +1,76 @@
+"""Every aten operator's outputs during one forward, with the module it ran in (views and factories left out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+SKIPPED = {"_unsafe_view", "detach", "lift_fresh", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like",
+           "full", "randn", "rand", "arange"}  # aliases and fresh tensors: nothing computed from the request
+
+
+@dataclass
+class Op:
+    """One operator call: its name, module path, input shapes and dtypes, and its tensor outputs."""
+
+    index: int
+    name: str
+    module: str
+    module_type: str  # the class of the module it ran in ("" for the model's own code)
+    inputs: list[tuple[tuple[int, ...], str]]
+    outputs: list[torch.Tensor] = field(default_factory=list)
+
+
+class Recorder(TorchDispatchMode):
+    """Keeps a copy of each computing op's outputs (a later in-place op cannot change them), in call order."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops, self.path, self.types = [], [""], [""]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name in SKIPPED or any(r.alias_info is not None for r in func._schema.returns):
+            return result
+        tensors = [t for t in (result if isinstance(result, (tuple, list)) else [result])
+                   if isinstance(t, torch.Tensor)]
+        inputs = [(tuple(a.shape), str(a.dtype).removeprefix("torch.")) for a in args if isinstance(a, torch.Tensor)]
+        op = Op(len(self.ops), f"aten.{name}", self.path[-1], self.types[-1], inputs)
+        op.outputs = [t.detach().clone() for t in tensors]
+        self.ops.append(op)
+        return result
+
+
+def hooks(model, recorder: Recorder) -> list:
+    """Forward hooks that keep the recorder's module path (nothing where the model is no torch Module)."""
+    if not isinstance(model, torch.nn.Module):
+        return []
+    def enter(name: str, module) -> None:
+        recorder.path.append(name)
+        recorder.types.append(type(module).__name__)
+
+    def leave(module, args, output) -> None:
+        recorder.path.pop()
+        recorder.types.pop()
+
+    handles = []
+    for name, module in model.named_modules():
+        handles.append(module.register_forward_pre_hook(lambda m, a, n=name: enter(n, m)))
+        handles.append(module.register_forward_hook(leave))
+    return handles
+
+
+def record(model, batch) -> tuple[list[Op], torch.Tensor]:
+    """The ops of one forward of `batch` and its output."""
+    recorder = Recorder()
+    handles = hooks(model, recorder)
+    try:
+        with torch.no_grad(), recorder:
+            output = model(batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return recorder.ops, output

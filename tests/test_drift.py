@@ -1,0 +1,120 @@
+"""`kcontract drift`: a request alone and in batches, its first differing torch op, and that op as a contract
+entry that gate 2 shows red, then green with a row-by-row kernel (torch's CPU build; skipped without torch)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers.cli import ROOT, kcontract, no_traceback
+
+torch = pytest.importorskip("torch", reason="drift needs torch: pip install 'kcontract[torch]'")
+
+
+def test_fp32_decode_drift_is_found_at_the_first_mm_and_its_entry_goes_red_then_green(tmp_path):
+    report, contract = tmp_path / "drift.json", tmp_path / "emitted" / "drift.yaml"
+    done = kcontract("drift", "examples.drift.llama:small", "--batch", "2,8", "--json", str(report),
+                     "--emit-contract", str(contract))
+    no_traceback(done)
+    assert done.returncode == 1, done.stdout + done.stderr
+    first = json.loads(report.read_text())["first"]
+    assert (first["op"], first["module"]) == ("aten.mm", "layers.0.attn.qkv")
+    assert first["differing"] > first["elements"] // 2 and first["max_ulps"] > 0
+    assert "first differing op: #6 aten.mm in layers.0.attn.qkv" in done.stdout
+    assert "reaches the output: yes" in done.stdout
+    assert all(len(line) <= 200 for line in done.stdout.splitlines())
+    cache = {"KCONTRACT_CACHE": str(tmp_path / "cache")}
+    red = kcontract("run", "--contract", str(contract), "--jobs", "1", env=cache)
+    no_traceback(red)
+    assert red.returncode == 1 and "gate 2 order independence: FAIL" in red.stdout, red.stdout + red.stderr
+    assert "worst: case m1_k1024_n1536" in red.stdout + red.stderr
+    contract.write_text(contract.read_text().replace(":torch_op", ":row_by_row"))
+    green = kcontract("run", "--contract", str(contract), "--jobs", "1", env=cache)
+    assert green.returncode == 0 and "1 kernels: 1 pass gates 1 and 2" in green.stdout, green.stdout + green.stderr
+
+
+def test_the_row_by_row_variant_reports_no_differing_op():
+    done = kcontract("drift", "examples.drift.llama:small_row_by_row", "--batch", "2,8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no op differs" in done.stdout
+
+
+def test_bf16_logits_that_drift_leave_the_greedy_token_as_it_was(tmp_path):
+    done = kcontract("drift", "examples.drift.llama:small_greedy", "--batch", "2,8", "--emit-contract",
+                     str(tmp_path / "c.yaml"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "first differing op: #65 aten.mm in the model" in done.stdout
+    assert "reaches the output: no, the output's 1 elements keep their bits" in done.stdout
+    assert "later differing ops: 0" in done.stdout
+
+
+@pytest.mark.parametrize("target, said", [
+    ("tests.helpers.drift_targets:branching", "cannot align the op streams"),
+    ("tests.helpers.drift_targets:not_a_pair", "must return (model, requests)"),
+    ("tests.helpers.drift_targets:failing", "the model failed on a batch of requests: ValueError: shapes do not"),
+    ("tests.helpers.drift_targets:absent", "has no callable absent"),
+    ("no_such_module:factory", "cannot import no_such_module"),
+    ("justaname", "module:factory expected"),
+])
+def test_a_bad_target_is_one_line_and_exit_2(target, said):
+    done = kcontract("drift", target, "--batch", "2,8")
+    no_traceback(done)
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(errors) == 1 and said in errors[0], done.stderr
+
+
+@pytest.mark.parametrize("option", [["--batch", "1"], ["--batch", "2,x"], ["--slot", "top"], ["--tokens", "0"]])
+def test_a_bad_option_is_one_line_and_exit_2(option):
+    done = kcontract("drift", "examples.drift.llama:small", *option)
+    no_traceback(done)
+    said = [line for line in done.stderr.splitlines() if line.startswith(("Error", "ERROR"))]
+    assert done.returncode == 2 and len(said) == 1, done.stderr
+
+
+def test_help_answers_without_importing_torch():
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", "import sys\nfrom kcontract.cli import main\nsys.argv = "
+                           "['kcontract', 'drift', '--help']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+                           "assert 'torch' not in sys.modules, 'torch imported'"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert done.returncode == 0 and "--emit-contract" in done.stdout, done.stderr
+    assert time.perf_counter() - began < 2.0  # a cold interpreter included
+
+
+def test_the_request_part_is_its_slot_along_the_grown_dimension_and_ulps_count_floats():
+    from kcontract.drift.compare import difference, part
+
+    batched = torch.arange(24.0).reshape(6, 4)  # 3 requests of 2 tokens, flattened
+    assert part((2, 4), batched, 3, 1).tolist() == batched[2:4].tolist()
+    assert part((1, 4), torch.zeros(3, 4), 3, 2).shape == (1, 4)
+    assert part((2, 4), torch.zeros(5, 4), 3, 0) is None
+    one = torch.tensor([1.0, -1.0, 0.0], dtype=torch.float32)
+    nudged = torch.nextafter(one, torch.tensor(2.0))
+    d = difference(one, nudged)
+    assert (d.differing, d.max_ulps) == (3, 1)
+    zeros = difference(torch.tensor([0.0]), torch.tensor([-0.0]))
+    assert zeros.differing == 1  # the sign bit is a bit
+
+
+def test_each_family_answers_for_its_own_ops_and_an_op_of_none_is_named():
+    from kcontract.drift.emit import answer
+    from kcontract.family.torch_op import TorchOp
+
+    def op(name, module_type="", operands=(((1, 64), "float32"), ((64, 32), "float32"))):
+        return TorchOp(name, "m", module_type, list(operands), [[((8, 64), "float32"), ((64, 32), "float32")]],
+                       "cpu", "t:f", 0)
+
+    family, made = answer(op("aten.mm"))
+    assert family == "matmul" and made.entry["cases"][0] == {"name": "m1_k64_n32", "m": 1, "k": 64, "n": 32}
+    assert [c["m"] for c in made.entry["cases"]] == [1, 8] and "def row_by_row" in made.source
+    family, made = answer(op("aten._scaled_dot_product_flash_attention_for_cpu"))
+    assert family.startswith("attention") and made.entry is None and "maps to neither" in made.said
+    family, made = answer(op("aten.mul", module_type="RMSNorm"))
+    assert family == "rmsnorm" and made.entry is None
+    assert answer(op("aten.bmm")) is None
+    _, made = answer(op("aten.mm", operands=(((1, 64), "float16"), ((64, 32), "float16"))))
+    assert made.entry is None and "float16" in made.said
