@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU machine's run in one go, as a kernel author runs it: kcontract installed into the machine's own Python
 # (its torch, CuPy and NVRTC as they are), the receipt's rows that are not current refreshed (`stale`, the default)
-# or the whole contract run cold (`run`), then the optional steps (bench, mutate, sanitize, peers, plugin, tests);
+# or the whole contract run cold (`run`), then the optional steps (bench, mutate, sanitize, peers, drift, plugin,
+# tests);
 # full logs under $OUT (the receipts, run.log and run.json as they are, the rest in logs.tgz), a short table last.
 # STEPS picks steps (default install,stale).
 #   RECHECK=1     the stale step also re-runs rows judged by an earlier kcontract (--recheck)
@@ -93,6 +94,18 @@ if has peers; then  # the peer kernels (examples/peers): their self-test, then t
     --json "$OUT/peers.json" > "$OUT/peers.log" 2>&1
   echo "peers exit $?" >> "$OUT/peers.log"
 fi
+if has drift; then  # the example model at real widths in bf16: decode and a 16-token prefill, each first op as an entry
+  for step in "decode 1" "prefill 16"; do
+    set -- $step
+    timeout "${DRIFT_LIMIT:-200}" kcontract drift examples.drift.llama:real --tokens "$2" --batch 2,8,64 \
+      --json "$OUT/drift-$1.json" --emit-contract "$OUT/drift-$1/contract.yaml" > "$OUT/drift-$1.log" 2>&1
+    echo "drift $1 exit $?" >> "$OUT/drift-$1.log"
+    if [ -f "$OUT/drift-$1/contract.yaml" ]; then
+      timeout 200 kcontract run --contract "$OUT/drift-$1/contract.yaml" >> "$OUT/drift-$1.log" 2>&1
+      echo "emitted entry exit $?" >> "$OUT/drift-$1.log"
+    fi
+  done
+fi
 if has plugin; then  # the pytest plugin on the GPU: one item per entry x gate and per control
   timeout "${PLUGIN_LIMIT:-200}" python3 -m pytest -p no:cacheprovider -q -rs --kcontract tests/contracts/gpu_device.yaml \
     > "$OUT/plugin.log" 2>&1
@@ -113,6 +126,7 @@ echo "--- $(cat "$OUT/gpu.txt"), $((SECONDS - started)) s"
 [ -f "$OUT/peers-selftest.log" ] && grep -E "^peer|exit" "$OUT/peers-selftest.log" | cut -c1-200
 [ -f "$OUT/peers.log" ] && grep -E "^--stale|FAIL|MISSED|ERROR|crashed|timed out|SUMMARY|peers exit|error" "$OUT/peers.log" | cut -c1-240 | tail -30
 [ -f "$OUT/plugin.log" ] && tail -6 "$OUT/plugin.log"
+for f in "$OUT"/drift-*.log; do [ -f "$f" ] && grep -E "^(drift|first|  its|reaches|ERROR|SUMMARY|emitted)" "$f" | cut -c1-200; done
 # What comes back from a machine may be few files: the receipts and the run's log stay, the rest goes into logs.tgz.
 rm -f "$OUT"/*.lock
 ( cd "$OUT" && ls | grep -vxE "receipt.json|peers-receipt.json|run.log|run.json" > .packed
