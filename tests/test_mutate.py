@@ -336,3 +336,24 @@ def test_a_campaign_whose_unmutated_entry_is_red_judges_no_mutant(tmp_path, monk
     assert set(ran) == {"entry"}  # no mutant ran
     judged = load(tmp_path / "cache" / "mutants" / "rmsnorm_h4096").mutants
     assert not any(m.status in ("killed", "survived") for m in judged)
+
+
+def test_a_survivor_on_a_line_no_case_executes_is_a_missing_case_not_an_argument(tmp_path):
+    from kcontract.contract.model import MutationArguments
+    from kcontract.mutate.campaign import Campaign, MutantResult
+    from kcontract.session.mutants import missed_lines
+
+    receipt = tmp_path / "receipt.json"
+    receipt.write_text(json.dumps({"coverage": {"e": {"source_sha256": "a" * 64, "missed_lines": [60, 61]}}}))
+    assert missed_lines(str(receipt), "e", "a" * 64) == {60, 61}
+    assert missed_lines(str(receipt), "e", "b" * 64) == set()  # coverage of another source says nothing
+    campaign = Campaign("e", "k.cu", "a" * 64, "sm_90", 0, [
+        MutantResult("m1", "compare", 60, "< -> <=", "d1", status="survived"),
+        MutantResult("m2", "arith", 7, "+ -> -", "d2", status="survived"),
+        MutantResult("m3", "arith", 8, "+ -> -", "d3", status="killed")], [])
+    campaign.uncovered(missed_lines(str(receipt), "e", "a" * 64))
+    campaign.argue(MutationArguments.model_validate({"equivalent": [
+        {"line": 60, "change": "< -> <=", "reason": "no"}, {"line": 7, "change": "+ -> -", "reason": "yes"}]}))
+    assert [m.status for m in campaign.mutants] == ["uncovered", "argued", "killed"]
+    report = campaign.counts()
+    assert report["score_pct"] == 50.0 and [s["ident"] for s in report["survivors"]] == ["m1"]

@@ -39,7 +39,9 @@ class MutantResult:
     line: int
     change: str
     diff: str
-    status: str = "candidate"  # equivalent, elsewhere, stillborn, candidate, killed, survived, argued (argued equivalent)
+    # equivalent, elsewhere, stillborn, candidate, killed, survived, uncovered (a survivor on a line no case
+    # executes: a missing case), argued (a survivor argued equivalent)
+    status: str = "candidate"
     detail: str = ""  # the first compile error, or the gates that killed it
 
 
@@ -63,14 +65,20 @@ class Campaign:
             by_status[m.status] = by_status.get(m.status, 0) + 1
             by_class.setdefault(m.kind, {}).setdefault(m.status, 0)
             by_class[m.kind][m.status] += 1
-        judged = by_status.get("killed", 0) + by_status.get("survived", 0)
+        judged = by_status.get("killed", 0) + by_status.get("survived", 0) + by_status.get("uncovered", 0)
         score = round(100.0 * by_status.get("killed", 0) / judged, 1) if judged else None
         return {"entry": self.entry, "sm": self.sm, "mutants": len(self.mutants), "by_status": by_status,
                 "by_class": by_class, "score_pct": score,
                 "survivors": [{"ident": m.ident, "kind": m.kind, "line": m.line, "change": m.change, "diff": m.diff}
-                              for m in self.mutants if m.status == "survived"],
+                              for m in self.mutants if m.status in ("survived", "uncovered")],
                 "argued": [{"ident": m.ident, "kind": m.kind, "line": m.line, "change": m.change, "diff": m.diff,
                             "reason": m.detail} for m in self.mutants if m.status == "argued"]}
+
+    def uncovered(self, missed_lines: set[int]) -> None:
+        """Survivors on lines no case executes are missing cases, not survivors to argue."""
+        for m in self.mutants:
+            if m.status == "survived" and m.line in missed_lines:
+                m.status, m.detail = "uncovered", f"line {m.line} runs under no case: add one that executes it"
 
     def argue(self, arguments) -> list[str]:
         """Survivors the entry argues equivalent (`mutation.equivalent`: line and change) set apart with the reason,

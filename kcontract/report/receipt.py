@@ -75,7 +75,9 @@ def receipt_markdown(receipt: dict) -> str:
         s = m.get("by_status", {})
         lines.append(f"Mutation, {entry_name}: {m.get('mutants')} mutants, {s.get('stillborn', 0)} do not compile, "
                      f"{s.get('equivalent', 0)} equivalent on {m.get('sm')}, {s.get('killed', 0)} killed, "
-                     f"{s.get('survived', 0)} survived ({m.get('score_pct')} %)"
+                     f"{s.get('survived', 0)} survived"
+                     + (f", {s['uncovered']} on lines no case executes" if s.get("uncovered") else "")
+                     + f" ({m.get('score_pct')} %)"
                      + (f", measured at {m['measured_at'][:7]}" if m.get("measured_at") else ""))
     lines += _coverage(receipt)
     bench = receipt.get("bench") or []

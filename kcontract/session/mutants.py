@@ -50,7 +50,7 @@ class Mutated:
 
     def shown(self) -> list:
         """The mutants the gates missed: survivors and those argued equivalent."""
-        return [m for m in self.campaign.mutants if m.status in ("survived", "argued")]
+        return [m for m in self.campaign.mutants if m.status in ("survived", "uncovered", "argued")]
 
     def all_equivalent(self) -> bool:
         """Every mutant that compiled has the original's machine code: a score of nothing, not a pass."""
@@ -78,11 +78,22 @@ def mutate_session(session, name: str, options: MutateOptions, say: Say, progres
     say(_prepared(name, campaign, here, sm))
     whole = options.prepare_only or not _waiting(campaign) or run_candidates(campaign, here, options.jobs, progress,
                                                                                say)
+    campaign.uncovered(missed_lines(options.receipt, name, campaign.source_sha256))
     for unused in campaign.argue(entry.mutation):
         say(f"mutate {name}: mutation.equivalent {unused} matches no survivor of this campaign")
     mutated = Mutated(campaign, campaign.counts(), sm)
     _write(session.loaded, mutated, options, whole, say)
     return mutated
+
+
+def missed_lines(receipt: str | None, name: str, source_sha256: str) -> set[int]:
+    """The lines of the entry's source that the receipt's coverage of that very source says no case executes."""
+    if not receipt or not Path(receipt).is_file():
+        return set()
+    coverage = (json.loads(Path(receipt).read_text()).get("coverage") or {}).get(name) or {}
+    if coverage.get("source_sha256") != source_sha256:
+        return set()
+    return {int(line) for line in coverage.get("missed_lines", [])}
 
 
 def _mutable(session, name: str, cases: tuple[str, ...]):
@@ -235,9 +246,10 @@ def record_score(receipt: Path, entry_name: str, score: dict) -> None:
 def score_line(report: dict, why_waiting: str = "no GPU here") -> str:
     """`MUTATE entry: 40 mutants, 5 do not compile, 9 equivalent; 25 of 26 killed (96.2 %), 1 survived`."""
     s = report["by_status"]
-    judged = s.get("killed", 0) + s.get("survived", 0)
+    judged = s.get("killed", 0) + s.get("survived", 0) + s.get("uncovered", 0)
     score = f" ({report['score_pct']} %)" if report["score_pct"] is not None else ""
     waiting = f"; {s['candidate']} not run ({why_waiting})" if s.get("candidate") else ""
+    uncovered = f", {s['uncovered']} on lines no case executes" if s.get("uncovered") else ""
     return (f"MUTATE {report['entry']}: {report['mutants']} mutants, {s.get('stillborn', 0)} do not compile, "
             f"{s.get('equivalent', 0)} equivalent on {report['sm']}; {s.get('killed', 0)} of {judged} killed{score}, "
-            f"{s.get('survived', 0)} survived{waiting}")
+            f"{s.get('survived', 0)} survived{uncovered}{waiting}")
