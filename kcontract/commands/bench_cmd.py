@@ -8,7 +8,7 @@ from rich.text import Text
 
 from kcontract.commands.common import contract_option, err, out, user_errors
 from kcontract.errors import UsageError
-from kcontract.session.bench import bench_choice, bench_into_receipt, bench_session
+from kcontract.session.bench import bench_choice, bench_into_receipt, bench_session, plot_bench, receipt_bench
 from kcontract.session.session import Session
 
 
@@ -35,11 +35,19 @@ def _sizes(given: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
 @click.option("--json", "json_path", help="Write the rows as JSON.")
 @click.option("--receipt", "receipt_path", help="Add the rows to this receipt as `bench`, in place of the benched "
               "entries' rows (other entries' rows stay where their kernel source is unchanged).")
+@click.option("--plot", "plot_dir", help="Write one roofline SVG per family here (matplotlib: kcontract[plot]).")
+@click.option("--from-receipt", "from_receipt", help="Plot this receipt's bench rows instead of timing (no GPU).")
 @user_errors
-def bench_command(contract_path, only, size, repeat, json_path, receipt_path) -> None:
-    """Time every CUDA entry (median of --repeat calls by CUDA events, L2 flushed between) and print the table."""
+def bench_command(contract_path, only, size, repeat, json_path, receipt_path, plot_dir, from_receipt) -> None:
+    """Time every CUDA entry (median of --repeat calls by CUDA events, L2 flushed between) and print the table;
+    --plot draws the rows as rooflines."""
     sizes = _sizes(size)
     session = Session(contract_path)
+    if from_receipt:
+        if not plot_dir:
+            raise UsageError("--from-receipt draws a receipt's rows: give --plot DIR too")
+        _plotted(plot_bench(session.loaded, *receipt_bench(from_receipt), plot_dir))
+        return
     entries = bench_choice(session.loaded, only, sizes, receipt_path)
     result = bench_session(session, entries, sizes, repeat, json_path, lambda line: err.print(line, markup=False),
                            lambda line: out.print(line, markup=False, highlight=False))
@@ -47,6 +55,14 @@ def bench_command(contract_path, only, size, repeat, json_path, receipt_path) ->
         out.print(bench_table(result["rows"]))
     if receipt_path:
         bench_into_receipt(session.loaded, receipt_path, result, entries)
+    if plot_dir:
+        _plotted(plot_bench(session.loaded, result["rows"], result["ceiling"], plot_dir))
+
+
+def _plotted(paths: list) -> None:
+    """Say where each family's plot went."""
+    for path in paths:
+        out.print(f"plot: {path}", markup=False)
 
 
 def bench_table(rows: list[dict]) -> Table:

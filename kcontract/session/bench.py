@@ -58,3 +58,25 @@ def bench_into_receipt(loaded, receipt_path: str, result: dict, entries: list) -
     receipt["bench"] = carried_bench(loaded, receipt, {e.name for e in entries}) + rows
     receipt["bench_ceiling"] = result["ceiling"]
     write_receipt(receipt_path, receipt)
+
+
+def plot_bench(loaded, rows: list[dict], ceiling: dict, folder: str) -> list[Path]:
+    """One roofline SVG per family of the rows' entries under `folder`."""
+    from kcontract.bench.plot import plot_rows
+
+    if not rows:
+        raise UsageError("--plot: no bench rows to draw")
+    return plot_rows(rows, {e.name: e.family_name for e in loaded.entries}, ceiling, Path(folder))
+
+
+def receipt_bench(path: str) -> tuple[list[dict], dict]:
+    """A receipt's bench rows and ceilings, to plot without a GPU."""
+    try:
+        receipt = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise UsageError(f"--from-receipt {path}: not a readable receipt ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0]})") from None
+    if not isinstance(receipt, dict) or not receipt.get("bench"):
+        raise UsageError(f"--from-receipt {path}: the receipt has no bench rows; run `kcontract bench --receipt "
+                         f"{path}` on a GPU first")
+    return receipt["bench"], receipt.get("bench_ceiling") or {}

@@ -1,0 +1,48 @@
+"""`kcontract bench --plot`: one roofline SVG per family, drawn from a receipt's bench rows with no GPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers.cli import ROOT, kcontract, no_traceback
+
+pytest.importorskip("matplotlib", reason="--plot needs matplotlib: pip install 'kcontract[plot]'")
+
+
+def test_a_receipts_bench_rows_become_one_svg_per_family(tmp_path):
+    done = kcontract("bench", "--plot", str(tmp_path / "plots"), "--from-receipt", "receipts/contract-h200.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    made = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert made == ["attention.decode.svg", "attention.prompt.svg", "matmul.svg", "rmsnorm.svg"]
+    matmul = (tmp_path / "plots" / "matmul.svg").read_text()
+    assert matmul.startswith("<?xml") and "<svg" in matmul
+    assert "ceiling 4,459 GB/s" in matmul and "ceiling 627 TFLOP/s" in matmul  # both rooflines of small and large M
+    assert "k4096 n6144 bf16: peer" in matmul and "% of the roofline" in matmul
+    assert [line.split(": ", 1)[0] for line in done.stdout.splitlines()] == ["plot"] * 4
+
+
+def test_the_binding_limit_and_the_peers_rate_come_from_the_row():
+    from kcontract.bench.plot import bound, peer_rate, share
+
+    small = {"ratio": 0.6, "mma_ratio": 0.01, "gbps": 2700.0, "us": 10.0, "peer_us": 5.0, "tflops": 6.0}
+    large = {"ratio": 0.2, "mma_ratio": 0.9, "gbps": 900.0, "us": 100.0, "peer_us": 90.0, "tflops": 560.0,
+             "peer_tflops": 620.0}
+    assert (bound(small), share(small), peer_rate(small, "gbps")) == ("memory", 0.6, 5400.0)
+    assert (bound(large), share(large), peer_rate(large, "tflops")) == ("compute", 0.9, 620.0)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--from-receipt", "receipts/contract-h200.json"], "give --plot DIR too"),
+    (["--plot", "PLOTS", "--from-receipt", "README.md"], "not a readable receipt"),
+    (["--plot", "PLOTS", "--from-receipt", "EMPTY"], "has no bench rows"),
+    (["--plot", "/proc/plots", "--from-receipt", "receipts/contract-h200.json"], "cannot make the folder"),
+])
+def test_bad_plot_requests_are_one_line_and_exit_2(tmp_path, args, said):
+    (tmp_path / "empty.json").write_text(json.dumps({"bench": []}))
+    args = [a.replace("PLOTS", str(tmp_path / "p")).replace("EMPTY", str(tmp_path / "empty.json")) for a in args]
+    done = kcontract("bench", *args, cwd=ROOT)
+    no_traceback(done)
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(errors) == 1 and said in errors[0], done.stderr
