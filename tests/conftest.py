@@ -1,6 +1,6 @@
 """Shared pytest settings and fixtures: no Hypothesis deadline, since a loaded 2-core CI machine stalls at random;
 one compile and reference cache for the whole test run, outside the checkout; one whole run of the CPU contract
-for the tests that read one, shared by every xdist worker."""
+for the tests that read one and one compile of the repository's contract, each shared by every xdist worker."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -59,13 +60,10 @@ def cpu_contract_run(tmp_path_factory) -> SimpleNamespace:
     others wait for it and read what it left."""
     from tests.helpers.cli import kcontract
 
-    base = Path(os.environ[SHARED_ENV]) if os.environ.get(SHARED_ENV) else tmp_path_factory.mktemp("shared")
-    folder = base / "cpu_run"
-    folder.mkdir(exist_ok=True)
+    folder = shared_folder("cpu_run", tmp_path_factory)
     report, receipt, done = folder / "run.json", folder / "whole.json", folder / "proc.json"
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.is_file():
+    with first_to_ask(folder, done) as first:
+        if first:
             proc = kcontract("run", "--contract", "tests/contracts/cpu.yaml", "--jobs", "2", "--json", str(report),
                              "--receipt", str(receipt))
             done.write_text(json.dumps({"args": proc.args, "returncode": proc.returncode, "stdout": proc.stdout,
@@ -73,3 +71,34 @@ def cpu_contract_run(tmp_path_factory) -> SimpleNamespace:
     saved = json.loads(done.read_text())
     proc = subprocess.CompletedProcess(saved["args"], saved["returncode"], saved["stdout"], saved["stderr"])
     return SimpleNamespace(proc=proc, report=report, receipt=receipt)
+
+
+@pytest.fixture(scope="session")
+def repository_checked(tmp_path_factory) -> Path:
+    """`kcontract check` of the repository's contract run once into the test run's cache, for every xdist worker:
+    its cubins for every target SM and their machine code are cached for the tests that check or record them.
+    Returns that cache folder."""
+    from tests.helpers.cli import kcontract
+
+    folder = shared_folder("repository_checked", tmp_path_factory)
+    with first_to_ask(folder, folder / "done") as first:
+        if first:
+            kcontract("check", "--contract", "contract.yaml", timeout=1800)
+            (folder / "done").touch()
+    return Path(os.environ["KCONTRACT_CACHE"])
+
+
+def shared_folder(name: str, tmp_path_factory) -> Path:
+    """A folder of the test run's that every xdist worker sees."""
+    base = Path(os.environ[SHARED_ENV]) if os.environ.get(SHARED_ENV) else tmp_path_factory.mktemp("shared")
+    folder = base / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@contextmanager
+def first_to_ask(folder: Path, done: Path):
+    """Hold the folder's lock; yields whether the work is still to do (`done` is not there yet)."""
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield not done.is_file()

@@ -48,9 +48,14 @@ def project(tmp_path) -> Path:
     return contract
 
 
-def test_the_repository_contract_passes(monkeypatch):
-    """With the cache beside the contract, as `kcontract check` uses it (warm after README's first command)."""
+def test_the_repository_contract_passes(repository_checked, monkeypatch):
+    """In the test run's cache, warm from its one check of the repository (by default `kcontract check` caches beside
+    the contract; the tests write nothing inside the checkout)."""
+    from kcontract.toolchain.cache import default_root
+
     monkeypatch.delenv("KCONTRACT_CACHE")
+    assert default_root(str(ROOT / "contract.yaml")) == ROOT / ".kcontract-cache"
+    monkeypatch.setenv("KCONTRACT_CACHE", str(repository_checked))
     done = check(ROOT / "contract.yaml")
     assert done.exit_code == 0, done.output
     assert "SUMMARY check passed: contract valid" in done.output

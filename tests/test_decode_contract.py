@@ -63,7 +63,7 @@ def test_every_symbol_is_filled_from_the_shape():
             assert all(symbol.endswith(f"{head}>") for symbol in symbols.values()), entry.name
 
 
-def test_launch_records_run_as_gate_5_without_a_gpu():
+def test_launch_records_run_as_gate_5_without_a_gpu(repository_checked):
     proc = kcontract("run", "--gate", "5", "--jobs", "2", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     loaded = load_contract(str(CONTRACT))
