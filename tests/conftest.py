@@ -1,6 +1,7 @@
 """Shared pytest settings and fixtures: no Hypothesis deadline, since a loaded 2-core CI machine stalls at random;
-one compile and reference cache for the whole test run, outside the checkout; one whole run of the CPU contract
-for the tests that read one and one compile of the repository's contract, each shared by every xdist worker."""
+one compile and reference cache for the whole test run, outside the checkout (seeded from the one `kcontract check`
+left beside the contract); one whole run of the CPU contract for the tests that read one and one compile of the
+repository's contract, each shared by every xdist worker."""
 
 from __future__ import annotations
 
@@ -31,8 +32,19 @@ def pytest_configure(config):
     shared = Path(tempfile.mkdtemp(prefix="kcontract-tests-"))
     config.kcontract_shared = shared
     os.environ[SHARED_ENV] = str(shared)
-    os.environ.setdefault("KCONTRACT_CACHE", str(shared / "cache"))
+    if "KCONTRACT_CACHE" not in os.environ:
+        os.environ["KCONTRACT_CACHE"] = str(shared / "cache")
+        seed_cache(shared / "cache")
     share_blas_threads(config)
+
+
+def seed_cache(cache: Path) -> None:
+    """The run's cache starts as a copy of the one README's first command leaves beside contract.yaml (its entries
+    are keyed by their sources, options and toolchain, so none is trusted that does not match); the checkout's
+    copy is only read."""
+    beside = Path(__file__).resolve().parents[1] / ".kcontract-cache"
+    if beside.is_dir():
+        shutil.copytree(beside, cache, dirs_exist_ok=True)
 
 
 def share_blas_threads(config) -> None:
