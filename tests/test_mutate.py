@@ -68,6 +68,10 @@ def test_a_prepared_campaign_drops_stillborn_and_equivalent_mutants(tmp_path, mo
     assert all(f"{m['ident']}_g1" not in contract for m in equivalent)  # equivalents never run
     candidates = [m for m in campaign["mutants"] if m["status"] == "candidate"]
     assert all(f"{m['ident']}_g{g}" in contract for m in candidates for g in (1, 2, 3, 4))
+    controls = {c["name"]: c for c in yaml.safe_load(contract)["controls"]}
+    races = [m["ident"] for m in candidates if m["kind"] == "sync"]
+    assert races and all(controls[f"{r}_g1"]["trials"] == 10 for r in races)  # a removed barrier: a race
+    assert all("trials" not in controls[f"{m['ident']}_g1"] for m in candidates if m["kind"] != "sync")
     assert "MUTATE decode_d256_g2_sliding: 24 mutants" in done.output and "not run (no GPU here)" in done.output
 
 

@@ -28,6 +28,7 @@ from kcontract.contract.paths import resolve_source
 from kcontract.toolchain.units import contract_uses, group_units
 
 MUTANT_TIMEOUT = 90.0  # seconds a mutant's gate may take (a mutated loop bound may never end)
+RACE_TRIALS = {"sync": 10}  # a removed barrier plants a race: its gates run until red, this many times at most
 
 
 @dataclass
@@ -138,7 +139,8 @@ def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str, cases
         "version": 1, "seed": loaded.seed, "targets": [sm],
         "entries": [standin_entry(loaded, entry, here, cases)],
         "controls": [{"name": f"{m.ident}_g{gate}", "entry": entry.name, "gate": gate, "timeout": MUTANT_TIMEOUT,
-                      "fault": f"{m.kind}: {m.change} at line {m.line}", "patch": f"{m.ident}.patch"}
+                      "fault": f"{m.kind}: {m.change} at line {m.line}", "patch": f"{m.ident}.patch",
+                      **({"trials": RACE_TRIALS[m.kind]} if m.kind in RACE_TRIALS else {})}
                      for m in made for gate in launching() if gate in entry.gates],
     }
     path = here / "contract.yaml"
