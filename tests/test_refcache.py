@@ -75,7 +75,7 @@ def test_a_corrupt_reference_is_rebuilt_not_trusted(cold, cache, tmp_path):
     data[-20] ^= 0xFF  # one flipped byte in the payload
     files[0].write_bytes(bytes(data))
     said = CliRunner().invoke(cli, ["run", "--contract", CPU, *SELECT])
-    assert f"note: cached " in said.output and f"{files[0]} were damaged (checksum); removed and made again" in \
+    assert "note: cached " in said.output and f"{files[0]} were damaged (checksum); removed and made again" in \
         said.output, said.output
     files[0].write_bytes(bytes(data))
     again = run(tmp_path)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import functools
 import sys
-from pathlib import Path
 from typing import Callable
 
 import click
 from rich.console import Console
 
-from kcontract.errors import KContractError, UsageError
+from kcontract.errors import KContractError
 from kcontract.exitcodes import ExitCode
 from kcontract.session.preflight import require_writable as _require_writable
 
