@@ -85,3 +85,21 @@ def test_sanitize_without_a_gpu_is_an_environment_problem():
     done = CliRunner().invoke(cli, ["run", "--contract", str(ROOT / "contract.yaml"), "--sanitize", "--only",
                                     "decode_d512_g5", "--no-controls"])
     assert done.exit_code == 3 and "need a CUDA GPU" in done.output
+
+
+def test_memcheck_guards_every_allocation_and_the_child_turns_the_pool_off(monkeypatch):
+    import sys
+    import types
+
+    from kcontract.sanitizer import PADDING_BYTES, Target, command
+    from kcontract.sanitizer.child import _own_allocations
+
+    target = Target("entry", "decode_d512_g5", "decode_d512_g5", "linear_20000")
+    memcheck = command("cs", "memcheck", "contract.yaml", target)
+    assert memcheck[memcheck.index("--padding") + 1] == str(PADDING_BYTES)
+    assert all("--padding" not in command("cs", tool, "contract.yaml", target) for tool in TOOLS if tool != "memcheck")
+    chosen = []
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(set_allocator=chosen.append))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    _own_allocations()
+    assert chosen == [None]

@@ -1,5 +1,6 @@
-"""`kcontract receipt show|check|merge|upgrade`: render a receipt as markdown, judge receipts row by row, join
-shard receipts into one, or turn a receipt of the earlier whole-contract form into rows."""
+"""`kcontract receipt show|check|merge|upgrade|argue`: render a receipt as markdown, judge receipts row by row, join
+shard receipts into one, turn a receipt of the earlier whole-contract form into rows, or judge its mutation scores
+again under the contract's arguments."""
 
 from __future__ import annotations
 
@@ -113,6 +114,30 @@ def upgrade(contract_path: str, paths: tuple[str, ...]) -> None:
         rows = len(receipt["entries"]) + len(receipt["controls"])
         out.print(f"upgraded {path}: {rows} rows, each judged by the kcontract that made the receipt; `kcontract "
                   f"receipt check` judges them", markup=False)
+
+
+@receipt_group.command("argue")
+@contract_option
+@click.argument("path", type=click.Path(dir_okay=False))
+@user_errors
+def argue(contract_path: str, path: str) -> None:
+    """Judge the receipt's mutation scores again under the contract's `mutation.equivalent` arguments, in place:
+    no GPU, and only scores whose kernel source is the one measured."""
+    from kcontract.mutate.reargue import reargue
+
+    data = read_json(path)
+    if data is None or not is_receipt(data):
+        raise UsageError(f"{path}: not a receipt; give one `kcontract run --receipt` wrote")
+    loaded = load_contract(contract_path, import_kernels=False)
+    scores = data.get("mutation") or {}
+    if not scores:
+        raise UsageError(f"{path}: no mutation scores; `kcontract mutate ENTRY --receipt {path}` writes them")
+    require_writable(receipt=path)
+    for name in sorted(scores):
+        scores[name], what = reargue(loaded, scores[name])
+        verdict = f"left as it was: {what.skipped}" if what.skipped else f"{what.before} % -> {what.after} %"
+        out.print(f"argue {name}: {verdict}", markup=False)
+    write_json(path, data)
 
 
 def _earlier_of(path: Path, loaded) -> bool:

@@ -68,10 +68,11 @@ class Campaign:
             by_class[m.kind][m.status] += 1
         judged = by_status.get("killed", 0) + by_status.get("survived", 0) + by_status.get("uncovered", 0)
         score = round(100.0 * by_status.get("killed", 0) / judged, 1) if judged else None
-        return {"entry": self.entry, "sm": self.sm, "mutants": len(self.mutants), "by_status": by_status,
+        return {"entry": self.entry, "sm": self.sm, "seed": self.seed, "mutants": len(self.mutants),
+                "by_status": by_status,
                 "by_class": by_class, "score_pct": score,
-                "survivors": [{"ident": m.ident, "kind": m.kind, "line": m.line, "change": m.change, "diff": m.diff}
-                              for m in self.mutants if m.status in ("survived", "uncovered")],
+                "survivors": [{"ident": m.ident, "kind": m.kind, "line": m.line, "change": m.change, "diff": m.diff,
+                               "status": m.status} for m in self.mutants if m.status in ("survived", "uncovered")],
                 "argued": [{"ident": m.ident, "kind": m.kind, "line": m.line, "change": m.change, "diff": m.diff,
                             "reason": m.detail} for m in self.mutants if m.status == "argued"]}
 

@@ -20,6 +20,7 @@ from kcontract.gatetable import gate
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 SANITIZER_ENV = "KCONTRACT_SANITIZER"  # the compute-sanitizer to use, where it is not on PATH
 SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+PADDING_BYTES = 65536  # memcheck's guard after each allocation: larger than any kernel's stride past an array
 RACES = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?")
 
 
@@ -76,8 +77,10 @@ def targets(loaded, entries, with_controls: bool) -> list[Target]:
 
 
 def command(sanitizer: str, tool: str, contract: str, target: Target) -> list[str]:
-    """The sanitized child process."""
-    return [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", "10",
+    """The sanitized child process; memcheck puts a guard after every allocation (the child allocates each array
+    on its own), so a read past an array's end is an error even where the next array would begin."""
+    padding = ["--padding", str(PADDING_BYTES)] if tool == "memcheck" else []
+    return [sanitizer, "--tool", tool, *padding, "--error-exitcode", "99", "--print-limit", "10",
             sys.executable, "-m", "kcontract.sanitizer.child", contract, target.kind, target.name, target.case]
 
 

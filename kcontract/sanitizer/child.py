@@ -15,6 +15,7 @@ from kcontract.toolchain.built_exports import family_exports
 
 def main(argv: list[str]) -> int:
     contract, kind, name, case = argv
+    _own_allocations()
     loaded = load_contract(contract)
     control = loaded.control(name) if kind == "control" else None
     entry = loaded.entry(control.entry if control else name)
@@ -31,6 +32,13 @@ def main(argv: list[str]) -> int:
     finally:
         launcher.close()
     return 0
+
+
+def _own_allocations() -> None:
+    """Every array in an allocation of its own (CuPy's pool off), so the sanitizer knows where each one ends."""
+    import cupy
+
+    cupy.cuda.set_allocator(None)
 
 
 if __name__ == "__main__":
