@@ -133,11 +133,14 @@ def argue(contract_path: str, path: str) -> None:
     if not scores:
         raise UsageError(f"{path}: no mutation scores; `kcontract mutate ENTRY --receipt {path}` writes them")
     require_writable(receipt=path)
+    judged = []
     for name in sorted(scores):
         scores[name], what = reargue(loaded, scores[name])
+        judged.append(what)
+    write_json(path, data)  # before printing: a reader that closes the pipe early leaves the receipt written
+    for what in judged:
         verdict = f"left as it was: {what.skipped}" if what.skipped else f"{what.before} % -> {what.after} %"
-        out.print(f"argue {name}: {verdict}", markup=False)
-    write_json(path, data)
+        out.print(f"argue {what.entry}: {verdict}", markup=False)
 
 
 def _earlier_of(path: Path, loaded) -> bool:
