@@ -118,3 +118,21 @@ def test_each_family_answers_for_its_own_ops_and_an_op_of_none_is_named():
     assert answer(op("aten.bmm")) is None
     _, made = answer(op("aten.mm", operands=(((1, 64), "float16"), ((64, 32), "float16"))))
     assert made.entry is None and "float16" in made.said
+
+
+def test_attentions_generator_state_is_no_output_to_compare():
+    from kcontract.drift.record import computed
+
+    cudnn = torch.ops.aten._scaled_dot_product_cudnn_attention.default
+    result = (torch.ones(1, 2, 3, 4), torch.ones(1, 2, 3), torch.empty(0), torch.empty(0), 3, 3,
+              torch.tensor(7), torch.tensor(9), torch.empty(0))
+    kept = computed(cudnn, result)
+    assert len(kept) == 4 and kept[0] is result[0] and kept[1] is result[1]
+    assert all(t is not result[6] and t is not result[7] for t in kept)
+    flash = torch.ops.aten._scaled_dot_product_flash_attention.default
+    state = torch.tensor([1, 2])
+    assert all(t is not state for t in computed(flash, (torch.ones(2), torch.ones(1), None, None, 1, 1, state,
+                                                        torch.empty(0), torch.empty(0))))
+    split = torch.ops.aten.split.Tensor
+    pieces = (torch.ones(2), torch.ones(2))
+    assert computed(split, pieces) == list(pieces)

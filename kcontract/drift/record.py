@@ -9,6 +9,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 SKIPPED = {"_unsafe_view", "detach", "lift_fresh", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like",
            "full", "randn", "rand", "arange"}  # aliases and fresh tensors: nothing computed from the request
+GENERATOR_STATE = {"rng_state", "philox_seed", "philox_offset", "unused", "debug_attn_mask"}  # outputs by schema name
+# that hold the random generator's state or a placeholder (attention's dropout seed and offset), not values computed
+# from the request: they differ between calls by design
 
 
 @dataclass
@@ -35,13 +38,21 @@ class Recorder(TorchDispatchMode):
         name = func.overloadpacket.__name__
         if name in SKIPPED or any(r.alias_info is not None for r in func._schema.returns):
             return result
-        tensors = [t for t in (result if isinstance(result, (tuple, list)) else [result])
-                   if isinstance(t, torch.Tensor)]
+        tensors = computed(func, result)
         inputs = [(tuple(a.shape), str(a.dtype).removeprefix("torch.")) for a in args if isinstance(a, torch.Tensor)]
         op = Op(len(self.ops), f"aten.{name}", self.path[-1], self.types[-1], inputs)
         op.outputs = [t.detach().clone() for t in tensors]
         self.ops.append(op)
         return result
+
+
+def computed(func, result) -> list[torch.Tensor]:
+    """The op's tensor outputs computed from its inputs: those its schema names as generator state left out."""
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    names = [r.name for r in func._schema.returns]
+    if len(names) != len(results):  # one return that is a list of tensors
+        names = [""] * len(results)
+    return [t for t, name in zip(results, names) if isinstance(t, torch.Tensor) and name not in GENERATOR_STATE]
 
 
 def hooks(model, recorder: Recorder) -> list:
