@@ -14,7 +14,9 @@
 #                 MUTATE_PARALLEL at once, each with MUTATE_JOBS workers), each
 #                 of MUTATE_COUNT mutants (default 30) and cut at MUTATE_LIMIT_S seconds (default 150), equivalence
 #                 judged on MUTATE_SM (default: kcontract's, the contract's target for the GPU); the scores go into
-#                 $OUT/receipt.json (a copy of RECEIPT when the run step did not write it; the bench adds there too)
+#                 $OUT/receipt.json (a copy of RECEIPT when the run step did not write it; the bench adds there too);
+#                 every campaign's state (mutants judged so far, patches, its contract) goes to $OUT/campaigns.tgz
+#   MUTATE_RESUME=F  a campaigns.tgz of an earlier machine: campaigns cut short there go on from where they stopped
 #   KCONTRACT_GIT_COMMIT, KCONTRACT_GIT_DIRTY   the tree's commit and whether it differs from it: give them where
 #                 the tree travelled without its .git, or with a stale one (a copy sent to a GPU machine)
 # An offline machine: carry in .whl/ the wheels pip cannot find there (pydantic, pyelftools, import-linter and what
@@ -72,12 +74,15 @@ if has mutate; then  # MUTATE_PARALLEL campaigns at once (default 1), each with 
       --json "$OUT/mutate-$entry.json" > "$OUT/mutate-$entry.log" 2>&1
     echo "mutate $entry exit $?" >> "$OUT/mutate-$entry.log"
   }
+  mkdir -p "$KCONTRACT_CACHE/mutants"
+  [ -n "${MUTATE_RESUME:-}" ] && tar xzf "$MUTATE_RESUME" -C "$KCONTRACT_CACHE/mutants"
   for spec in ${MUTATE:-}; do
     while [ "$(jobs -rp | wc -l)" -ge "${MUTATE_PARALLEL:-1}" ]; do wait -n; done
     campaign "$spec" &
   done
   wait
   for spec in ${MUTATE:-}; do cat "$OUT/mutate-${spec%%:*}.log" >> "$OUT/mutate.log"; done
+  ( cd "$KCONTRACT_CACHE/mutants" && tar czf "$OUT/campaigns.tgz" --exclude="*.cubin" . )
 fi
 if has sanitize; then  # each CUDA entry's smallest case and its controls under compute-sanitizer
   timeout "${SANITIZE_LIMIT:-300}" kcontract run --sanitize --json "$OUT/sanitize.json" > "$OUT/sanitize.log" 2>&1
