@@ -43,6 +43,15 @@ def test_the_row_by_row_variant_reports_no_differing_op():
     assert "no op differs" in done.stdout
 
 
+def test_after_a_cached_context_each_request_keeps_its_own_cache_in_any_slot():
+    done = kcontract("drift", "examples.drift.llama:small_row_by_row", "--batch", "2,4", "--context", "64",
+                     "--tokens", "3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 tokens after 64 cached" in done.stdout and "no op differs" in done.stdout
+    drifting = kcontract("drift", "examples.drift.llama:small", "--batch", "2", "--context", "64")
+    assert drifting.returncode == 1 and "first differing op: #6 aten.mm" in drifting.stdout, drifting.stdout
+
+
 def test_bf16_logits_that_drift_leave_the_greedy_token_as_it_was(tmp_path):
     done = kcontract("drift", "examples.drift.llama:small_greedy", "--batch", "2,8", "--emit-contract",
                      str(tmp_path / "c.yaml"))
@@ -59,15 +68,17 @@ def test_bf16_logits_that_drift_leave_the_greedy_token_as_it_was(tmp_path):
     ("tests.helpers.drift_targets:absent", "has no callable absent"),
     ("no_such_module:factory", "cannot import no_such_module"),
     ("justaname", "module:factory expected"),
+    ("tests.helpers.drift_targets:branching --context 8", "its factory takes no `context` argument"),
 ])
 def test_a_bad_target_is_one_line_and_exit_2(target, said):
-    done = kcontract("drift", target, "--batch", "2,8")
+    done = kcontract("drift", *target.split(), "--batch", "2,8")
     no_traceback(done)
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(errors) == 1 and said in errors[0], done.stderr
 
 
-@pytest.mark.parametrize("option", [["--batch", "1"], ["--batch", "2,x"], ["--slot", "top"], ["--tokens", "0"]])
+@pytest.mark.parametrize("option", [["--batch", "1"], ["--batch", "2,x"], ["--slot", "top"], ["--tokens", "0"],
+                                    ["--context", "-1"]])
 def test_a_bad_option_is_one_line_and_exit_2(option):
     done = kcontract("drift", "examples.drift.llama:small", *option)
     no_traceback(done)

@@ -99,10 +99,11 @@ if has peers; then  # the peer kernels (examples/peers): their self-test, then t
     --json "$OUT/peers.json" > "$OUT/peers.log" 2>&1
   echo "peers exit $?" >> "$OUT/peers.log"
 fi
-if has drift; then  # the example model at real widths in bf16: decode and a 16-token prefill, each first op as an entry
-  for step in "decode 1" "prefill 16"; do
+if has drift; then  # the example model at real widths in bf16: a decode step after a 4,096-token prompt and a
+  # 16-token prefill, each first op as an entry
+  for step in "decode 1 4096" "prefill 16 0"; do
     set -- $step
-    timeout "${DRIFT_LIMIT:-200}" kcontract drift examples.drift.llama:real --tokens "$2" --batch 2,8,64 \
+    timeout "${DRIFT_LIMIT:-200}" kcontract drift examples.drift.llama:real --tokens "$2" --context "$3" --batch 2,8,64 \
       --json "$OUT/drift-$1.json" --emit-contract "$OUT/drift-$1/contract.yaml" > "$OUT/drift-$1.log" 2>&1
     echo "drift $1 exit $?" >> "$OUT/drift-$1.log"
     if [ -f "$OUT/drift-$1/contract.yaml" ]; then

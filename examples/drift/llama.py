@@ -5,8 +5,10 @@ Factories (TARGET `examples.drift.llama:NAME`): `small` runs in seconds on a CPU
 (hidden 4,096, 32 query heads over 8 key heads, MLP 14,336); `small_row_by_row` and `real_row_by_row` compute
 every matmul a row at a time and attention a request at a time, so no row's bits depend on its batch;
 `small_greedy` ends in fp32 logits and returns the next token's id.
-Each takes dtype, device and seed and returns (model, requests): requests(n, tokens) are n requests of hidden
-states, [n, tokens, hidden].
+Each takes dtype, device, seed and context and returns (model, requests): requests(n, tokens) are n requests of
+hidden states, [n, tokens, hidden]. With a context, each request's tokens come after that many cached keys and
+values per layer (as a generation step after a prompt): a fixed random cache scaled by a factor the request's own
+first value gives, so a request has the same cache in any batch.
 """
 
 from __future__ import annotations
@@ -60,13 +62,23 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    """Causal self-attention over grouped key heads; `per_request` runs SDPA one request at a time."""
+    """Causal self-attention over grouped key heads after `context` cached positions; `per_request` runs SDPA one
+    request at a time."""
 
-    def __init__(self, c: Config, linear: type, per_request: bool):
+    def __init__(self, c: Config, linear: type, per_request: bool, context: int = 0):
         super().__init__()
-        self.c, self.per_request = c, per_request
+        self.c, self.per_request, self.context = c, per_request, context
         self.qkv = linear(c.hidden, (c.heads + 2 * c.kv_heads) * c.head_dim, bias=False)
         self.o = linear(c.heads * c.head_dim, c.hidden, bias=False)
+        if context:
+            self.register_buffer("cache", torch.zeros(2, c.kv_heads, context, c.head_dim))  # K and V, drawn in build
+
+    def cached(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V after the request's cache: the fixed cache times a factor from the request's first value."""
+        if not self.context:
+            return k, v
+        factor = (1 + 0.1 * torch.tanh(x[:, :1, :1])).unsqueeze(1)  # [b, 1, 1, 1], element by element
+        return torch.cat([self.cache[0] * factor, k], 2), torch.cat([self.cache[1] * factor, v], 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         c, (b, t, _) = self.c, x.shape
@@ -74,11 +86,17 @@ class Attention(nn.Module):
         q = q.view(b, t, c.heads, c.head_dim).transpose(1, 2)
         k = k.view(b, t, c.kv_heads, c.head_dim).transpose(1, 2)
         v = v.view(b, t, c.kv_heads, c.head_dim).transpose(1, 2)
+        k, v = self.cached(x, k, v)
+        mask = None  # added to the scores: token i sees the cache and tokens 0 .. i
+        if t > 1 and self.context:
+            seen = torch.ones(t, k.shape[2], dtype=torch.bool, device=x.device).tril(self.context)
+            mask = torch.zeros(seen.shape, dtype=q.dtype, device=x.device).masked_fill(~seen, float("-inf"))
+        causal = t > 1 and not self.context
         if self.per_request:
-            y = torch.cat([F.scaled_dot_product_attention(q[i:i + 1], k[i:i + 1], v[i:i + 1], is_causal=t > 1,
-                                                          enable_gqa=True) for i in range(b)])
+            y = torch.cat([F.scaled_dot_product_attention(q[i:i + 1], k[i:i + 1], v[i:i + 1], attn_mask=mask,
+                                                          is_causal=causal, enable_gqa=True) for i in range(b)])
         else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=True)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True)
         return self.o(y.transpose(1, 2).reshape(b, t, c.heads * c.head_dim))
 
 
@@ -98,9 +116,9 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm attention and MLP with residuals."""
 
-    def __init__(self, c: Config, linear: type, per_request: bool):
+    def __init__(self, c: Config, linear: type, per_request: bool, context: int = 0):
         super().__init__()
-        self.attn_norm, self.attn = RMSNorm(c.hidden, c.eps), Attention(c, linear, per_request)
+        self.attn_norm, self.attn = RMSNorm(c.hidden, c.eps), Attention(c, linear, per_request, context)
         self.mlp_norm, self.mlp = RMSNorm(c.hidden, c.eps), MLP(c, linear)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -112,10 +130,10 @@ class Model(nn.Module):
     """The blocks and a final norm: hidden states in, hidden states out; `greedy`: then fp32 logits of the last
     token and the next token's id, as a server picks it."""
 
-    def __init__(self, c: Config, row_by_row: bool = False, greedy: bool = False):
+    def __init__(self, c: Config, row_by_row: bool = False, greedy: bool = False, context: int = 0):
         super().__init__()
         linear = RowLinear if row_by_row else nn.Linear
-        self.layers = nn.ModuleList(Block(c, linear, row_by_row) for _ in range(c.blocks))
+        self.layers = nn.ModuleList(Block(c, linear, row_by_row, context) for _ in range(c.blocks))
         self.norm = RMSNorm(c.hidden, c.eps)
         self.head = nn.Linear(c.hidden, c.vocab, bias=False) if greedy else None
 
@@ -130,15 +148,17 @@ class Model(nn.Module):
 
 
 def build(c: Config, row_by_row: bool, dtype=torch.float32, device: str = "cpu", seed: int = 0,
-          greedy: bool = False):
-    """(model, requests): weights drawn from `seed`, scaled so activations stay near unit size."""
+          greedy: bool = False, context: int = 0):
+    """(model, requests): weights drawn from `seed`, scaled so activations stay near unit size; the caches too."""
     generator = torch.Generator().manual_seed(seed)
-    model = Model(c, row_by_row, greedy)
+    model = Model(c, row_by_row, greedy, context)
     with torch.no_grad():
         for name, p in model.named_parameters():
             fan_in = p.shape[-1] if p.dim() > 1 else 1
             p.copy_(torch.randn(p.shape, generator=generator) / fan_in ** 0.5 if p.dim() > 1
                     else 1 + 0.1 * torch.randn(p.shape, generator=generator))
+        for name, cache in model.named_buffers():
+            cache.copy_(torch.randn(cache.shape, generator=generator))
     model = model.to(device=device, dtype=dtype).eval()
 
     def requests(n: int, tokens: int) -> torch.Tensor:
@@ -148,26 +168,26 @@ def build(c: Config, row_by_row: bool, dtype=torch.float32, device: str = "cpu",
     return model, requests
 
 
-def small(dtype=torch.float32, device: str = "cpu", seed: int = 0):
+def small(dtype=torch.float32, device: str = "cpu", seed: int = 0, context: int = 0):
     """Hidden 1,024: seconds on a CPU."""
-    return build(SMALL, False, dtype, device, seed)
+    return build(SMALL, False, dtype, device, seed, context=context)
 
 
-def small_row_by_row(dtype=torch.float32, device: str = "cpu", seed: int = 0):
+def small_row_by_row(dtype=torch.float32, device: str = "cpu", seed: int = 0, context: int = 0):
     """`small` with every matmul a row at a time and attention a request at a time."""
-    return build(SMALL, True, dtype, device, seed)
+    return build(SMALL, True, dtype, device, seed, context=context)
 
 
-def small_greedy(dtype=torch.bfloat16, device: str = "cpu", seed: int = 0):
+def small_greedy(dtype=torch.bfloat16, device: str = "cpu", seed: int = 0, context: int = 0):
     """`small` in bf16 ending in fp32 logits and the next token's id."""
-    return build(SMALL, False, dtype, device, seed, greedy=True)
+    return build(SMALL, False, dtype, device, seed, greedy=True, context=context)
 
 
-def real(dtype=torch.bfloat16, device: str = "cuda", seed: int = 0):
+def real(dtype=torch.bfloat16, device: str = "cuda", seed: int = 0, context: int = 0):
     """An 8B-like width."""
-    return build(REAL, False, dtype, device, seed)
+    return build(REAL, False, dtype, device, seed, context=context)
 
 
-def real_row_by_row(dtype=torch.bfloat16, device: str = "cuda", seed: int = 0):
+def real_row_by_row(dtype=torch.bfloat16, device: str = "cuda", seed: int = 0, context: int = 0):
     """`real` with every matmul a row at a time and attention a request at a time."""
-    return build(REAL, True, dtype, device, seed)
+    return build(REAL, True, dtype, device, seed, context=context)

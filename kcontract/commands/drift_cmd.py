@@ -40,19 +40,22 @@ def _slots(text: str) -> list[str]:
 @click.option("--slot", "slot_text", default="first,middle,last", show_default=True, help="Where in each batch.")
 @click.option("--tokens", type=Count(1, 65536, "a token count"), default=1, show_default=True,
               help="Tokens per request (1: one step of generation).")
+@click.option("--context", type=Count(0, 1 << 20, "a token count"), default=0, show_default=True,
+              help="Cached positions before each request's tokens, given to the factory as `context`.")
 @click.option("--dtype", type=click.Choice(DTYPES), help="The model's dtype (default: the factory's).")
 @click.option("--device", help="cpu or cuda (default: the factory's).")
 @click.option("--seed", type=Count(0, 2**31 - 1, "a seed"), default=0, show_default=True, help="Weights and requests.")
 @click.option("--json", "json_path", help="Write every placement's differing ops as JSON.")
 @click.option("--emit-contract", "contract_path", help="Write the first differing op as a contract entry here.")
 @user_errors
-def drift_command(target, batch_text, slot_text, tokens, dtype, device, seed, json_path, contract_path) -> None:
+def drift_command(target, batch_text, slot_text, tokens, context, dtype, device, seed, json_path,
+                  contract_path) -> None:
     """Run TARGET (`module:factory`, returning (model, requests)) on one request alone and inside batches at
     several slots, record every aten op's output for the request, and report the first op whose bits differ.
     Exit 0: no op differs; 1: one does."""
     batches, slots = _batches(batch_text), _slots(slot_text)
     require_writable(json=json_path, contract=contract_path)
-    drift = _measure(target, tokens, batches, slots, dtype, device, seed)
+    drift = _measure(target, (tokens, context), batches, slots, dtype, device, seed)
     from kcontract.drift.report import as_json, lines
 
     for line in lines(drift):
@@ -66,7 +69,7 @@ def drift_command(target, batch_text, slot_text, tokens, dtype, device, seed, js
     sys.exit(1 if drift.first else 0)
 
 
-def _measure(target, tokens, batches, slots, dtype, device, seed):
+def _measure(target, shape, batches, slots, dtype, device, seed):
     """The drift of TARGET; torch's absence, a failing factory or model, one line each."""
     try:
         import torch
@@ -75,9 +78,10 @@ def _measure(target, tokens, batches, slots, dtype, device, seed):
     from kcontract.drift.run import measure
     from kcontract.drift.target import build
 
-    made = build(target, getattr(torch, dtype) if dtype else None, device, seed)
+    tokens, context = shape
+    made = build(target, getattr(torch, dtype) if dtype else None, device, seed, context)
     try:
-        return measure(made, tokens, batches, slots, seed)
+        return measure(made, tokens, batches, slots, seed, context)
     except UsageError:
         raise
     except Exception as error:  # the user's model: say where and what, no traceback

@@ -27,8 +27,9 @@ def lines(drift: Drift) -> list[str]:
     """The report, a line per fact."""
     slots = ", ".join(dict.fromkeys(p.slot for p in drift.placements))
     batches = ", ".join(map(str, dict.fromkeys(p.batch for p in drift.placements)))
+    cached = f" after {drift.context:,} cached" if drift.context else ""
     said = [f"drift {drift.target}: {drift.dtype} on {drift.device}, {drift.tokens} token"
-            f"{'s' if drift.tokens != 1 else ''}, batches {batches} at slots {slots}, seed {drift.seed}: "
+            f"{'s' if drift.tokens != 1 else ''}{cached}, batches {batches} at slots {slots}, seed {drift.seed}: "
             f"{drift.ops} ops compared per run"]
     found = drift.first
     if found is None:
@@ -66,7 +67,7 @@ def as_json(drift: Drift) -> dict:
                 "max_ulps": d.worst.max_ulps}
 
     found = drift.first
-    return {"target": drift.target, "dtype": drift.dtype, "device": drift.device, "tokens": drift.tokens,
+    return {"target": drift.target, "dtype": drift.dtype, "device": drift.device, "tokens": drift.tokens, "context": drift.context,
             "seed": drift.seed, "ops": drift.ops,
             "first": None if found is None else {"batch": found[0].batch, "slot": found[0].slot, **op(found[1])},
             "placements": [{"batch": p.batch, "slot": p.slot, "position": p.position,

@@ -52,6 +52,7 @@ class Drift:
     dtype: str
     device: str
     tokens: int
+    context: int  # cached positions before the request's tokens
     seed: int
     ops: int  # computing ops of one forward
     placements: list[Placement]
@@ -77,7 +78,7 @@ def placed(pool: torch.Tensor, batch: int, position: int) -> torch.Tensor:
     return torch.cat([others[:position], pool[:1], others[position:]])
 
 
-def measure(target: Target, tokens: int, batches: list[int], slots: list[str], seed: int) -> Drift:
+def measure(target: Target, tokens: int, batches: list[int], slots: list[str], seed: int, context: int = 0) -> Drift:
     """Run the request alone and at each (batch, slot); compare every aligned op's output for the request."""
     pool = target.requests(max(batches), tokens)
     if not isinstance(pool, torch.Tensor) or pool.dim() < 1 or pool.shape[0] != max(batches):
@@ -94,7 +95,7 @@ def measure(target: Target, tokens: int, batches: list[int], slots: list[str], s
             if position not in seen:
                 seen.add(position)
                 placements.append(_placement(target, pool, alone_ops, alone_out, batch, slot, position))
-    return Drift(target.label, dtype, device, tokens, seed, len(alone_ops), placements)
+    return Drift(target.label, dtype, device, tokens, context, seed, len(alone_ops), placements)
 
 
 def _placement(target, pool, alone_ops: list[Op], alone_out, batch: int, slot: str, position: int) -> Placement:

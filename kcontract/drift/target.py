@@ -40,11 +40,14 @@ def resolve(spec: str) -> Callable:
     return factory
 
 
-def build(spec: str, dtype, device: str, seed: int) -> Target:
+def build(spec: str, dtype, device: str, seed: int, context: int = 0) -> Target:
     """Call the factory with the options it accepts; it returns (model, requests) or an object with both."""
     factory = resolve(spec)
-    offered = {"dtype": dtype, "device": device, "seed": seed}
+    offered = {"dtype": dtype, "device": device, "seed": seed, "context": context or None}
     accepted = inspect.signature(factory).parameters
+    if context and "context" not in accepted:
+        raise UsageError(f"TARGET {spec}: --context {context}: its factory takes no `context` argument (the cached "
+                         f"positions before each request); add one, or leave --context out")
     try:
         made = factory(**{k: v for k, v in offered.items() if k in accepted and v is not None})
     except Exception as error:  # the user's factory: one line, no traceback
