@@ -154,7 +154,8 @@ def test_survivors_go_to_the_sanitizer(tmp_path, monkeypatch):
     contract = str(here / "contract.yaml")
     sanitize_survivors(campaign, contract, load_contract(contract, import_kernels=False))
     assert barrier.status == "killed" and barrier.detail.startswith("racecheck: 2 errors")
-    assert other.status == "survived"  # clean under memcheck and initcheck
+    assert other.status == "survived"  # clean under memcheck and initcheck, and the survivor says so
+    assert "memcheck on " in other.detail and "initcheck on " in other.detail and other.detail.count(": clean") == 2
     calls = (tmp_path / "calls").read_text().splitlines()
     tools = sorted((c.split()[1], c.split()[-2]) for c in calls)
     assert tools == sorted([("racecheck", f"{barrier.ident}_g1"), ("memcheck", f"{other.ident}_g1"),

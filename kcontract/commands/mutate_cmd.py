@@ -35,7 +35,7 @@ def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, pre
     options = MutateOptions(limit, mutant_seed, sm, tuple(cases), prepare_only, jobs, json_path, receipt_path)
     mutated = mutate_session(Session(contract_path), entry_name, options, say, lambda units: RunProgress(out, units))
     for m in mutated.shown():
-        why = f" argued equivalent: {m.detail}" if m.status == "argued" else ""
+        why = f" argued equivalent: {m.detail}" if m.status == "argued" else f" ({m.detail})" if m.detail else ""
         out.print(f"{m.status} {m.ident} ({m.kind}, `{m.change}`):{why} {m.diff}", markup=False, highlight=False)
     out.print(score_line(mutated.report), markup=False)
     if mutated.all_equivalent():

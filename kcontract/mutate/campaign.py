@@ -72,7 +72,8 @@ class Campaign:
                 "by_status": by_status,
                 "by_class": by_class, "score_pct": score,
                 "survivors": [{"ident": m.ident, "kind": m.kind, "line": m.line, "change": m.change, "diff": m.diff,
-                               "status": m.status} for m in self.mutants if m.status in ("survived", "uncovered")],
+                               "status": m.status, "detail": m.detail}
+                              for m in self.mutants if m.status in ("survived", "uncovered")],
                 "argued": [{"ident": m.ident, "kind": m.kind, "line": m.line, "change": m.change, "diff": m.diff,
                             "reason": m.detail} for m in self.mutants if m.status == "argued"]}
 

@@ -227,9 +227,18 @@ def sanitize_survivors(campaign: Campaign, contract: str, mutant_contract, say: 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         findings = list(pool.map(lambda job: run_one(sanitizer, job[1], contract, Target(
             "control", f"{job[0].ident}_g1", campaign.entry, case), timeout=600), work))
+    _judge_sanitized(work, findings, case)
+
+
+def _judge_sanitized(work: list, findings: list, case: str) -> None:
+    """Errors kill a survivor; a survivor left keeps what each tool said of it."""
     for (m, tool), finding in zip(work, findings):
         if finding.status == "errors" and m.status == "survived":
             m.status, m.detail = "killed", f"{tool}: {finding.errors} errors ({finding.detail[:160]})"
+    for (m, tool), finding in zip(work, findings):
+        if m.status == "survived":
+            said = finding.status if finding.status != "failed" else f"failed ({finding.detail[:120]})"
+            m.detail = "; ".join(filter(None, [m.detail, f"{tool} on {case}: {said}"]))
 
 
 def record_score(receipt: Path, entry_name: str, score: dict) -> None:
