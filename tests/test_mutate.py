@@ -217,7 +217,7 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
     first = next(m.ident for m in load(here).mutants if m.status == "candidate")
     seen: list[list[str]] = []
 
-    def cut(tasks, jobs, on_progress, on_done):  # the first mutant's gate finishes, red at gate 1; then a SIGTERM
+    def cut(tasks, jobs, on_progress, on_done, gpu=False):  # the first mutant's gate finishes, red at gate 1; then a SIGTERM
         if all(t.kind == "entry" for t in tasks):  # the unmutated entry first: green
             return [_Outcome(t.name) for t in tasks]
         seen.append([t.name for t in tasks])
@@ -262,7 +262,7 @@ def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_l
     assert len(waiting) >= 2
     stages: list[list[str]] = []
 
-    def run(tasks, jobs, on_progress, on_done):
+    def run(tasks, jobs, on_progress, on_done, gpu=False):
         stages.append([t.name for t in tasks])
         outcomes = [_Outcome(t.name, red=t.kind == "control" and not t.name.startswith(f"{green}_g"))
                     for t in tasks]
@@ -328,7 +328,7 @@ def test_a_campaign_whose_unmutated_entry_is_red_judges_no_mutant(tmp_path, monk
     assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
     ran: list[str] = []
 
-    def run(tasks, jobs, on_progress, on_done):  # the entry itself red at gate 2
+    def run(tasks, jobs, on_progress, on_done, gpu=False):  # the entry itself red at gate 2
         ran.extend(t.kind for t in tasks)
         return [_Outcome(t.name, red=t.gates == [2]) for t in tasks]
 

@@ -10,8 +10,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 SKIPPED = {"_unsafe_view", "detach", "lift_fresh", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like",
            "full", "randn", "rand", "arange"}  # aliases and fresh tensors: nothing computed from the request
 GENERATOR_STATE = {"rng_state", "philox_seed", "philox_offset", "unused", "debug_attn_mask"}  # outputs by schema name
-# that hold the random generator's state or a placeholder (attention's dropout seed and offset), not values computed
-# from the request: they differ between calls by design
+# that hold the random generator's state or a placeholder (a dropout seed and offset some fused ops return), not
+# values computed from the request: they differ between calls by design
 
 
 @dataclass

@@ -2,7 +2,7 @@
 GPU: the mutants the gates missed stay measured; only which of them are argued equivalent changes.
 
 A score is re-judged only where its source is the one measured, and each survivor's diff matches the mutant that
-the campaign's seed makes again (which gives its line and change, the keys arguments use)."""
+the campaign's seed makes again (which gives its line and change, what an argument names)."""
 
 from __future__ import annotations
 

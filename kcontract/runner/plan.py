@@ -59,9 +59,11 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache
         return gates
 
     tasks = [Task("entry", e.name, e.name, contract_path, [gate], seed, sel.case, e.timeout, cache,
-                  sel.strict_records) for e in sorted(entries, key=lambda e: -weight(e)) for gate in gates_for(e.name)]
+                  sel.strict_records, device_bytes(e)) for e in sorted(entries, key=lambda e: -weight(e))
+             for gate in gates_for(e.name)]
     tasks += [Task("control", c.name, c.entry, contract_path, gates_for(c.entry, c.gate), seed, sel.case,
-                   c.timeout or loaded.entry(c.entry).timeout, cache, sel.strict_records) for c in controls]
+                   c.timeout or loaded.entry(c.entry).timeout, cache, sel.strict_records,
+                   device_bytes(loaded.entry(c.entry))) for c in controls]
     _refuse_empty(loaded, tasks, sel, [e.name for e in entries] + [c.entry for c in controls])
     return [t for t in tasks if t.gates]
 
@@ -81,6 +83,14 @@ def start_order(tasks: list[Task]) -> list[int]:
 def picked(name: str, globs: tuple[str, ...]) -> bool:
     """Whether `--only` globs pick the name (no globs pick every name)."""
     return not globs or any(fnmatch.fnmatch(name, g) for g in globs)
+
+
+def device_bytes(entry) -> int:
+    """Device memory the entry's largest case holds where a GPU runs it: its calls' buffers (a kernel on the
+    device) and its drawn inputs and reference (references compute on the GPU there)."""
+    family, on_device = entry.family, entry.kernel.cuda is not None or bool(entry.kernel.python and entry.kernel.device)
+    return max((family.case_bytes(c) + (family.case_buffer_bytes(c) if on_device else 0)
+                for c in main_cases(family)), default=0)
 
 
 def weight(entry) -> int:

@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Callable
 
 from kcontract.machine import usable_cores
+from kcontract.runner.budget import DeviceBudget
 
 from kcontract.runner.plan import start_order
 from kcontract.verdict.outcome import Outcome, Progress, Task
@@ -177,8 +178,10 @@ def in_process() -> bool:
 
 
 def run_in_workers(tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
-                   on_done: Callable[[Outcome], None]) -> list[Outcome]:
-    """Run tasks on `jobs` workers side by side; outcomes come back in task order. Ctrl-C ends every worker."""
+                   on_done: Callable[[Outcome], None], budget: DeviceBudget | None = None) -> list[Outcome]:
+    """Run tasks on `jobs` workers side by side, each started once its device bytes fit the budget; outcomes come
+    back in task order. Ctrl-C ends every worker."""
+    budget = budget or DeviceBudget(0)
     todo: queue.Queue = queue.Queue()
     for index in start_order(tasks):
         todo.put((index, tasks[index]))
@@ -199,7 +202,12 @@ def run_in_workers(tasks: list[Task], jobs: int, on_progress: Callable[[Progress
                     index, task = todo.get_nowait()
                 except queue.Empty:
                     return
-                outcome = pool.run(task, report)
+                if not budget.take(task.device_bytes, workers.stopped):
+                    return
+                try:
+                    outcome = pool.run(task, report)
+                finally:
+                    budget.give(task.device_bytes)
                 if outcome is None or workers.stopped.is_set():
                     return  # a worker killed by the interrupt did not crash: its task is reported as interrupted
                 outcomes[index] = outcome

@@ -11,6 +11,8 @@ from kcontract.machine import free_gpu_memory, physical_memory, size_text, usabl
 from kcontract.records.gate5 import orphan_records
 from kcontract.verdict.summary import Summary, summarise
 from kcontract.verdict.outcome import Outcome, Progress, Task, merge_outcomes
+from kcontract.runner.budget import WORKER_DEVICE_FLOOR, device_budget
+from kcontract.runner.plan import device_bytes
 from kcontract.runner.pool import in_process, run_in_workers
 
 
@@ -35,28 +37,30 @@ def work_units(loaded: LoadedContract, tasks: list[Task]) -> int:
     return total
 
 
-GPU_WORKER_BYTES = 12 << 30  # device memory one worker may hold: a 262,144-key pool and its re-laid variant
 HOST_WORKER_FLOOR = 1 << 30  # host memory a worker holds at least (interpreter, CUDA context, buffers)
 
 
 def auto_jobs(loaded: LoadedContract, gpu: bool) -> tuple[int, str]:
     """Workers for `--jobs auto` and why: one per core, as many as host memory holds at the contract's largest
-    case, and (when tasks use the GPU) as many as its free memory holds at GPU_WORKER_BYTES each."""
+    case, and (when tasks use the GPU) as many as its free memory holds at twice a worker's floor; the device
+    budget then starts each task once its largest case fits."""
     cores = usable_cores()
     need = max([HOST_WORKER_FLOOR] + [e.family.case_bytes(c) for e in loaded.entries for c in main_cases(e.family)])
     host = physical_memory() // need if physical_memory() else cores
     jobs, why = min(cores, host), [f"{cores} cores", f"{size_text(physical_memory())} host / {size_text(need)}"]
     if gpu:
-        free = free_gpu_memory()
-        jobs = min(jobs, free // GPU_WORKER_BYTES)
-        why.append(f"{size_text(free)} GPU free / {size_text(GPU_WORKER_BYTES)}")
+        free, largest = free_gpu_memory(), max([0] + [device_bytes(e) for e in loaded.entries])
+        jobs = min(jobs, free // (2 * WORKER_DEVICE_FLOOR))
+        why.append(f"{size_text(free)} GPU free, each task started once its largest case fits (at most "
+                   f"{size_text(largest)})")
     jobs = max(1, jobs)
     return jobs, f"{jobs} workers ({', '.join(why)})"
 
 
 def run_tasks(tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
-              on_done: Callable[[Outcome], None]) -> list[Outcome]:
-    """Run tasks in worker processes; in this process when KCONTRACT_IN_PROCESS=1."""
+              on_done: Callable[[Outcome], None], gpu: bool = False) -> list[Outcome]:
+    """Run tasks in worker processes (on a GPU within its free memory); in this process when
+    KCONTRACT_IN_PROCESS=1."""
     if in_process():
         from kcontract.runner.execute import execute
 
@@ -69,13 +73,14 @@ def run_tasks(tasks: list[Task], jobs: int, on_progress: Callable[[Progress], No
             outcomes += [Outcome(t, status="interrupted", detail="the run was interrupted")
                          for t in tasks[len(outcomes):]]
         return outcomes
-    return run_in_workers(tasks, jobs, on_progress, on_done)
+    budget = device_budget(tasks, jobs, free_gpu_memory()) if gpu else None
+    return run_in_workers(tasks, jobs, on_progress, on_done, budget)
 
 
 def run_contract(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
-                 on_done: Callable[[Outcome], None], whole: bool) -> RunResult:
+                 on_done: Callable[[Outcome], None], whole: bool, gpu: bool = False) -> RunResult:
     """Run every task and summarise; a whole-contract run also fails on record files with no entry."""
-    outcomes = merge_outcomes(run_tasks(tasks, jobs, on_progress, on_done))
+    outcomes = merge_outcomes(run_tasks(tasks, jobs, on_progress, on_done, gpu))
     entries = [o for o in outcomes if o.task.kind == "entry"]
     controls = [o for o in outcomes if o.task.kind == "control"]
     planted = {c.name: c.gate for c in loaded.controls}

@@ -78,7 +78,8 @@ class Session:
 
     def run(self, plan: Plan, options: RunOptions, on_step, on_done):
         """Run the tasks in the pool; listeners hear of every step and finished task."""
-        return run_contract(self.loaded, plan.tasks, self.jobs, on_step, on_done, whole=options.whole)
+        return run_contract(self.loaded, plan.tasks, self.jobs, on_step, on_done, whole=options.whole,
+                            gpu=bool(self.on_gpu(plan.tasks)))
 
     def document(self, result) -> dict:
         """The run's JSON document."""

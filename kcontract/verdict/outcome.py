@@ -22,6 +22,7 @@ class Task:
     timeout: float = 300.0  # seconds each gate of the task may take in its worker
     cache: bool = True  # take references from the on-disk cache (False: `--no-cache`)
     strict_records: bool = False  # gate 5's toolchain findings fail (`--strict-records`)
+    device_bytes: int = 0  # device memory its largest case holds at once (its calls' buffers and reference)
 
 
 @dataclass
