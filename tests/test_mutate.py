@@ -279,9 +279,39 @@ def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_l
     assert sorted(stages[0]) == ["rmsnorm_h4096"] * 3  # the unmutated entry first, every gate
     assert sorted(stages[1]) == sorted(f"{m}_g1" for m in waiting)
     assert stages[2] == [f"{green}_g{g}" for g in (2, 4)]  # rmsnorm launches gates 1, 2 and 4
+    assert stages[3] == [f"{green}_g1"]  # the survivor once more, at its first gate on the smallest case
+    retrials = yaml.safe_load((here / "retrials.yaml").read_text())
+    assert [c["name"] for c in retrials["entries"][0]["cases"]] == ["m1_h4096"]
+    assert [(c["name"], c["trials"]) for c in retrials["controls"]] == [(f"{green}_g1", 10)]
     statuses = {m.ident: m.status for m in load(here).mutants}
     assert statuses[green] == "survived" and all(statuses[m] == "killed" for m in waiting if m != green)
     assert f"survived {green} (" in done.output and done.exit_code == 0, done.output
+
+
+def test_a_survivor_red_on_a_retrial_of_the_smallest_case_is_killed(tmp_path, monkeypatch):
+    import kcontract.runner.session
+    from kcontract.mutate.campaign import load
+
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    args = ["mutate", "rmsnorm_h4096", "--contract", str(ROOT / "contract.yaml"), "--limit", "8", "--sm", "sm_90a"]
+    assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
+    here = tmp_path / "cache" / "mutants" / "rmsnorm_h4096"
+
+    def run(tasks, jobs, on_progress, on_done, gpu=False):  # green everywhere but on the retrials
+        outcomes = [_Outcome(t.name, red=t.contract_path.endswith("retrials.yaml")) for t in tasks]
+        for outcome in outcomes:
+            on_done(outcome)
+        return outcomes
+
+    monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
+    monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
+    monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
+    monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
+    monkeypatch.setattr("kcontract.session.mutants.sanitize_survivors", lambda *a: None)
+    done = CliRunner().invoke(cli, args)
+    killed = [m for m in load(here).mutants if m.status == "killed"]
+    assert killed and all(m.detail.endswith("on m1_h4096, retried up to 10 times") for m in killed), done.output
+    assert not [m for m in load(here).mutants if m.status == "survived"]
 
 
 def test_a_survivor_argued_in_yaml_leaves_the_score_and_keeps_its_reason():

@@ -19,6 +19,7 @@ from kcontract.mutate.campaign import Campaign, judge_runs, load, prepare, save,
 from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.session.outputs import measured_at, require_receipt
 from kcontract.session.preflight import check_machine, device_target
+from kcontract.session.retrials import retry_survivors
 from kcontract.toolchain.cache import CACHE_ENV, cache_root
 
 Say = Callable[[str], None]
@@ -188,6 +189,8 @@ def run_candidates(campaign: Campaign, here: Path, jobs, progress: Progress, say
             finished += done
             whole = not interrupted(outcomes)
     judge_runs(campaign, finished, dict(Counter(_mutant(n) for n in chosen)))
+    if whole:
+        whole = retry_survivors(campaign, here, derived.loaded, workers, progress)
     if whole:
         sanitize_survivors(campaign, contract, derived.loaded, say)
     save(campaign, here)
