@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -25,6 +26,22 @@ extern "C" __global__ void k(const float* a, float* b, int n) {
   const char* s = "x + y";
 }
 """
+
+
+@pytest.fixture
+def gpu_faked(monkeypatch):
+    """`kcontract mutate ARGS` as if on a GPU, its tasks run by the `run` given (no sanitizer): the result."""
+    import kcontract.runner.session
+
+    def invoke(run, args):
+        monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
+        monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
+        monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
+        monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
+        monkeypatch.setattr("kcontract.session.mutants.sanitize_survivors", lambda *a: None)
+        return CliRunner().invoke(cli, args)
+
+    return invoke
 
 
 def test_sites_skip_comments_strings_and_includes():
@@ -245,8 +262,8 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
     assert not any(name.startswith(f"{first}_g") for name in seen[1]) and seen[1]
 
 
-def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_left_green(tmp_path, monkeypatch):
-    import kcontract.runner.session
+def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_left_green(tmp_path, monkeypatch,
+                                                                                         gpu_faked):
     from kcontract.contract.loader import load_contract
     from kcontract.mutate.campaign import load
 
@@ -270,12 +287,7 @@ def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_l
             on_done(outcome)
         return outcomes
 
-    monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
-    monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
-    monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
-    monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
-    monkeypatch.setattr("kcontract.session.mutants.sanitize_survivors", lambda *a: None)
-    done = CliRunner().invoke(cli, args)
+    done = gpu_faked(run, args)
     assert sorted(stages[0]) == ["rmsnorm_h4096"] * 3  # the unmutated entry first, every gate
     assert sorted(stages[1]) == sorted(f"{m}_g1" for m in waiting)
     assert stages[2] == [f"{green}_g{g}" for g in (2, 4)]  # rmsnorm launches gates 1, 2 and 4
@@ -288,8 +300,7 @@ def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_l
     assert f"survived {green} (" in done.output and done.exit_code == 0, done.output
 
 
-def test_a_survivor_red_on_a_retrial_of_the_smallest_case_is_killed(tmp_path, monkeypatch):
-    import kcontract.runner.session
+def test_a_survivor_red_on_a_retrial_of_the_smallest_case_is_killed(tmp_path, monkeypatch, gpu_faked):
     from kcontract.mutate.campaign import load
 
     monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
@@ -303,12 +314,7 @@ def test_a_survivor_red_on_a_retrial_of_the_smallest_case_is_killed(tmp_path, mo
             on_done(outcome)
         return outcomes
 
-    monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
-    monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
-    monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
-    monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
-    monkeypatch.setattr("kcontract.session.mutants.sanitize_survivors", lambda *a: None)
-    done = CliRunner().invoke(cli, args)
+    done = gpu_faked(run, args)
     killed = [m for m in load(here).mutants if m.status == "killed"]
     assert killed and all(m.detail.endswith("on m1_h4096, retried up to 10 times") for m in killed), done.output
     assert not [m for m in load(here).mutants if m.status == "survived"]
