@@ -11,6 +11,7 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -37,8 +38,11 @@ def _serve(conn: Connection) -> None:
             task = conn.recv()
             outcome = execute(task, lambda progress: conn.send(progress), fresh=True)
             conn.send(outcome)
-            if outcome.fatal:
-                return
+            if outcome.fatal:  # a lost GPU context: no teardown, whose destructors would only report the loss again
+                conn.close()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
     except (EOFError, BrokenPipeError, ConnectionResetError):  # the parent is gone: nobody to report to
         os._exit(0)
 
