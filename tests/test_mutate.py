@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -201,8 +202,10 @@ class _Outcome:
     """A finished control as the runner reports it: its task's name, status and red gates."""
 
     def __init__(self, name: str, status: str = "ran", red: bool = False):
-        self.task = type("Task", (), {"name": name})()
-        self.status, self.red = status, red
+        control = re.fullmatch(r"m\d+_g(\d+)", name)  # a mutant's control names its gate; an entry: gate 1
+        gate = int(control.group(1)) if control else 1
+        self.task = type("Task", (), {"name": name, "gates": [gate]})()
+        self.status, self.red, self.seconds = status, red, 1.0
 
     def failed_gates(self):
         return [1] if self.red else []
@@ -398,3 +401,17 @@ def test_a_survivor_on_a_line_no_case_executes_is_a_missing_case_not_an_argument
     assert [m.status for m in campaign.mutants] == ["uncovered", "argued", "killed"]
     report = campaign.counts()
     assert report["score_pct"] == 50.0 and [s["ident"] for s in report["survivors"]] == ["m1"]
+
+
+def test_a_mutants_time_limit_follows_the_unmutated_gates_seconds(tmp_path):
+    from kcontract.mutate.campaign import MUTANT_TIMEOUT, TIMEOUT_FLOOR, fit_timeouts
+
+    contract = tmp_path / "contract.yaml"
+    contract.write_text(yaml.safe_dump({"controls": [
+        {"name": "m1_g1", "gate": 1, "timeout": MUTANT_TIMEOUT},
+        {"name": "m1_g2", "gate": 2, "timeout": MUTANT_TIMEOUT},
+        {"name": "m2_g1", "gate": 1, "timeout": MUTANT_TIMEOUT, "trials": 10},
+        {"name": "m1_g4", "gate": 4, "timeout": MUTANT_TIMEOUT}]}))
+    fit_timeouts(contract, {1: 1.5, 2: 12.0, 4: 60.0})
+    limits = {c["name"]: c["timeout"] for c in yaml.safe_load(contract.read_text())["controls"]}
+    assert limits == {"m1_g1": TIMEOUT_FLOOR, "m1_g2": 48.0, "m2_g1": 60.0, "m1_g4": MUTANT_TIMEOUT}

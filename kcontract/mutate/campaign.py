@@ -28,6 +28,7 @@ from kcontract.contract.paths import resolve_source
 from kcontract.toolchain.units import contract_uses, group_units
 
 MUTANT_TIMEOUT = 90.0  # seconds a mutant's gate may take (a mutated loop bound may never end)
+TIMEOUT_FACTOR, TIMEOUT_FLOOR = 4.0, 20.0  # once the unmutated entry ran: this many times its gate's seconds, at least
 RACE_TRIALS = {"sync": 10}  # a removed barrier plants a race: its gates run until red, this many times at most
 
 
@@ -148,6 +149,17 @@ def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str, cases
     path = here / "contract.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False, width=200))
     return path
+
+
+def fit_timeouts(contract: Path, seconds: dict[int, float]) -> None:
+    """Each mutant's time limit from the unmutated entry's seconds at its gate (TIMEOUT_FACTOR times, at least
+    TIMEOUT_FLOOR, at most MUTANT_TIMEOUT), so a hung mutant of a quick entry is cut in seconds, not minutes."""
+    document = yaml.safe_load(contract.read_text())
+    for control in document["controls"]:
+        if control["gate"] in seconds:
+            fitted = max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * seconds[control["gate"]] * control.get("trials", 1))
+            control["timeout"] = round(min(MUTANT_TIMEOUT, fitted), 1)
+    contract.write_text(yaml.safe_dump(document, sort_keys=False, width=200))
 
 
 def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | None) -> None:

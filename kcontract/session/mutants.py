@@ -15,7 +15,7 @@ from typing import Callable
 from kcontract.contract.paths import resolve_source
 from kcontract.errors import ContractFailed, UsageError
 from kcontract.family.cases import main_cases
-from kcontract.mutate.campaign import Campaign, judge_runs, load, prepare, save, workdir
+from kcontract.mutate.campaign import Campaign, fit_timeouts, judge_runs, load, prepare, save, workdir
 from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.session.outputs import measured_at, require_receipt
 from kcontract.session.preflight import check_machine, device_target
@@ -181,6 +181,8 @@ def run_candidates(campaign: Campaign, here: Path, jobs, progress: Progress, say
     workers, first = derived.workers(jobs), min(_gate(name) for name in chosen)
     baseline, _ = derived.run(derived.entry_tasks(campaign.entry), workers, progress)
     _require_green(campaign.entry, baseline)
+    fit_timeouts(Path(contract), {g: o.seconds for o in baseline for g in o.task.gates})
+    derived = Derived(contract, [campaign.entry], lambda line: None)  # with the fitted time limits
     finished, whole = [], True
     for stage in (True, False):  # the first gate for all, the others only for mutants it left green
         names = _stage(chosen, finished, first, stage)

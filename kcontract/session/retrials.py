@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from kcontract.mutate.campaign import Campaign, judge_runs
+from kcontract.mutate.campaign import MUTANT_TIMEOUT, Campaign, judge_runs
 from kcontract.session.derived import Derived, Progress, interrupted
 
 RETRIALS = 10
@@ -27,7 +27,8 @@ def retry_survivors(campaign: Campaign, here: Path, mutant_contract, workers: in
     for m in chosen:
         m.status = "candidate"
     outcomes, finished = derived.run(derived.tasks([c.name for c in derived.loaded.controls]), workers, progress)
-    judge_runs(campaign, finished, {m.ident: 1 for m in chosen})
+    judge_runs(campaign, [o for o in finished if o.status != "timed out"],  # out of time says nothing of a race
+               {m.ident: 1 for m in chosen})
     _settle(chosen, case)
     return not interrupted(outcomes)
 
@@ -51,7 +52,7 @@ def retrials_contract(here: Path, idents: set[str], case: str) -> Path:
     for control in document["controls"]:
         ident = control["name"].rpartition("_g")[0]
         if ident in idents and (ident not in first or control["gate"] < first[ident]["gate"]):
-            first[ident] = {**control, "trials": max(control.get("trials", 1), RETRIALS)}
+            first[ident] = {**control, "trials": max(control.get("trials", 1), RETRIALS), "timeout": MUTANT_TIMEOUT}
     document["controls"] = list(first.values())
     path = here / "retrials.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False, width=200))
