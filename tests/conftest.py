@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import settings
 
-settings.register_profile("kcontract", deadline=None, print_blob=True)
+settings.register_profile("kcontract", deadline=None, print_blob=True, database=None)  # no .hypothesis/ here
 settings.load_profile("kcontract")
 
 SHARED_ENV = "KCONTRACT_TESTS_SHARED"  # the test run's folder that every xdist worker sees
