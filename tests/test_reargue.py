@@ -77,3 +77,14 @@ def test_a_file_that_is_no_receipt_is_one_line_and_exit_2(tmp_path):
     bad.write_text("{}")
     result = CliRunner().invoke(cli, ["receipt", "argue", "--contract", str(ROOT / "contract.yaml"), str(bad)])
     assert result.exit_code == 2 and "not a receipt" in result.output
+
+
+def test_a_malformed_score_is_one_line_and_exit_2(tmp_path):
+    receipt = tmp_path / "r.json"
+    data = json.loads(RECEIPT.read_text())
+    del data["mutation"]["rmsnorm_h4096"]["by_status"]
+    receipt.write_text(json.dumps(data))
+    result = CliRunner().invoke(cli, ["receipt", "argue", "--contract", str(ROOT / "contract.yaml"), str(receipt)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "the mutation score of rmsnorm_h4096 is malformed" in lines[0]
+    assert json.loads(receipt.read_text()) == data  # nothing written

@@ -135,7 +135,11 @@ def argue(contract_path: str, path: str) -> None:
     require_writable(receipt=path)
     judged = []
     for name in sorted(scores):
-        scores[name], what = reargue(loaded, scores[name])
+        try:
+            scores[name], what = reargue(loaded, scores[name])
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise UsageError(f"{path}: the mutation score of {name} is malformed ({type(error).__name__}: {error}); "
+                             f"write it again with `kcontract mutate {name} --receipt {path}`") from None
         judged.append(what)
     write_json(path, data)  # before printing: a reader that closes the pipe early leaves the receipt written
     for what in judged:
