@@ -127,7 +127,8 @@ def argue(contract_path: str, path: str) -> None:
 
     data = read_json(path)
     if data is None or not is_receipt(data):
-        raise UsageError(f"{path}: not a receipt; give one `kcontract run --receipt` wrote")
+        what = "no such file" if data is None else "not a receipt"
+        raise UsageError(f"{path}: {what}; give a receipt `kcontract run --receipt` wrote")
     loaded = load_contract(contract_path, import_kernels=False)
     scores = data.get("mutation") or {}
     if not scores:
