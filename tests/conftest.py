@@ -16,7 +16,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import settings
+
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",  # Hypothesis's own caches, outside the checkout
+                      str(Path(tempfile.gettempdir()) / "kcontract-tests-hypothesis"))
+from hypothesis import settings  # noqa: E402 (it reads the storage folder when imported)
 
 settings.register_profile("kcontract", deadline=None, print_blob=True, database=None)  # no .hypothesis/ here
 settings.load_profile("kcontract")
