@@ -67,11 +67,8 @@ class Campaign:
             by_status[m.status] = by_status.get(m.status, 0) + 1
             by_class.setdefault(m.kind, {}).setdefault(m.status, 0)
             by_class[m.kind][m.status] += 1
-        judged = by_status.get("killed", 0) + by_status.get("survived", 0) + by_status.get("uncovered", 0)
-        score = round(100.0 * by_status.get("killed", 0) / judged, 1) if judged else None
         return {"entry": self.entry, "sm": self.sm, "seed": self.seed, "mutants": len(self.mutants),
-                "by_status": by_status,
-                "by_class": by_class, "score_pct": score,
+                "by_status": by_status, "by_class": by_class, "score_pct": score_pct(by_status),
                 "survivors": [{"ident": m.ident, "kind": m.kind, "line": m.line, "change": m.change, "diff": m.diff,
                                "status": m.status, "detail": m.detail}
                               for m in self.mutants if m.status in ("survived", "uncovered")],
@@ -99,6 +96,12 @@ class Campaign:
             else:
                 m.status, m.detail = "survived", ""
         return [f"line {line}: {change}" for line, change in reasons if (line, change) not in used]
+
+
+def score_pct(by_status: dict[str, int]) -> float | None:
+    """Killed over killed, survived and uncovered, in percent to one decimal; None where none was judged."""
+    judged = by_status.get("killed", 0) + by_status.get("survived", 0) + by_status.get("uncovered", 0)
+    return round(100.0 * by_status.get("killed", 0) / judged, 1) if judged else None
 
 
 def workdir(loaded, entry_name: str) -> Path:

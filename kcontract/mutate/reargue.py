@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcontract.contract.paths import resolve_source
-from kcontract.mutate.campaign import Campaign, MutantResult
+from kcontract.mutate.campaign import Campaign, MutantResult, score_pct
 from kcontract.mutate.operators import mutants
 
 SEED = 0  # the seed a score's campaign ran with where the score does not record one
+REJUDGED = ("survived", "argued", "uncovered")  # the statuses an argument can move a mutant between
 
 
 @dataclass(frozen=True)
@@ -38,15 +39,16 @@ def reargue(loaded, score: dict) -> tuple[dict, Reargued]:
     text = base.read_text()
     if hashlib.sha256(text.encode()).hexdigest() != score.get("source_sha256"):
         return score, Reargued(name, score.get("score_pct"), score.get("score_pct"), "its source changed since")
-    judged = _judged(text, entry, score)
     if score["by_status"].get("uncovered") and any("status" not in s for s in score.get("survivors", [])):
-        judged = None  # an earlier record: which survivors are uncovered is not kept
+        return score, Reargued(name, score.get("score_pct"), score.get("score_pct"),
+                               "it does not say which survivors run under no case")
+    judged = _judged(text, entry, score)
     if judged is None:
         return score, Reargued(name, score.get("score_pct"), score.get("score_pct"),
                                "its survivors are not the mutants its seed makes")
     campaign = Campaign(name, entry.kernel.cuda.source, score["source_sha256"], score.get("sm", ""), SEED, judged)
     campaign.argue(entry.mutation)
-    updated = _recounted(score, judged, campaign.counts())
+    updated = _recounted(score, campaign.counts())
     return updated, Reargued(name, score.get("score_pct"), updated["score_pct"])
 
 
@@ -69,17 +71,11 @@ def _judged(text: str, entry, score: dict) -> list[MutantResult] | None:
     return judged
 
 
-def _recounted(score: dict, judged: list[MutantResult], now: dict) -> dict:
-    """The score's counts with its survivors and argued mutants moved to where the arguments put them."""
-    by_status = {k: v for k, v in score["by_status"].items() if k not in ("survived", "argued", "uncovered")}
-    by_class = {kind: {k: v for k, v in counts.items() if k not in ("survived", "argued", "uncovered")}
-                for kind, counts in score["by_class"].items()}
-    for m in judged:
-        by_status[m.status] = by_status.get(m.status, 0) + 1
-        by_class.setdefault(m.kind, {})[m.status] = by_class.get(m.kind, {}).get(m.status, 0) + 1
-    by_class = {kind: counts for kind, counts in by_class.items() if counts}
-    killed = by_status.get("killed", 0)
-    missed = by_status.get("survived", 0) + by_status.get("uncovered", 0)
-    pct = round(100.0 * killed / (killed + missed), 1) if killed + missed else None
-    return {**score, "by_status": by_status, "by_class": by_class, "score_pct": pct,
-            "survivors": now["survivors"], "argued": now["argued"]}
+def _recounted(score: dict, now: dict) -> dict:
+    """The score's counts of the mutants the gates judged otherwise, with those of the survivors and argued
+    mutants as the arguments put them now (`now`: the counts of those alone)."""
+    by_status = {k: v for k, v in score["by_status"].items() if k not in REJUDGED} | now["by_status"]
+    by_class = {kind: {k: v for k, v in score["by_class"].get(kind, {}).items() if k not in REJUDGED}
+                | now["by_class"].get(kind, {}) for kind in score["by_class"].keys() | now["by_class"].keys()}
+    return {**score, "by_status": by_status, "by_class": {k: v for k, v in by_class.items() if v},
+            "score_pct": score_pct(by_status), "survivors": now["survivors"], "argued": now["argued"]}

@@ -20,7 +20,7 @@ from kcontract.gatetable import gate
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 SANITIZER_ENV = "KCONTRACT_SANITIZER"  # the compute-sanitizer to use, where it is not on PATH
 SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
-PADDING_BYTES = 65536  # memcheck's guard after each allocation: larger than any kernel's stride past an array
+PADDING_BYTES = 65536  # memcheck's guard after each allocation, so a read past an array's end lands in none
 RACES = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?")
 
 
