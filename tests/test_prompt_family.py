@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from kcontract.cli import cli
+from kcontract.families.attention import prompt_rows
 from kcontract.families.attention.layout import NEVER_WRITTEN
 from kcontract.families.attention.prompt import AttentionPrompt
 from kcontract.families.attention.prompt_spec import PromptSpec, Sequence
@@ -281,3 +282,30 @@ def test_a_sliding_chunk_with_image_spans_is_also_run_started_earlier():
     assert earlier.row_map == {b: 37 + b for b in range(20)}
     assert earlier.problem.inputs["seq_pos0"].tolist() == [263]
     assert earlier.problem.inputs["row_last"][37 + 10:37 + 16].tolist() == [315] * 6  # the span, 37 rows later
+
+
+FUSED_ORDER = {"chunk": 64, "score": "mma_bf16", "score_order": "replay_natural", "sum_order": "online_mma",
+               "pv": "mma_bf16", "partials": "hidden"}
+
+
+@pytest.mark.parametrize("fields, drawn", [({}, 2), ({"abi": "fused", "arithmetic": FUSED_ORDER}, 4)])
+def test_merge_stress_straddles_a_chunk_edge_inside_every_tile_of_rows(monkeypatch, fields, drawn):
+    import kcontract.families.attention.prompt as prompt
+
+    seen = []
+    monkeypatch.setattr(prompt, "same_query_sequence",
+                        lambda seq, row: seen.append((seq, row)) or prompt_rows.same_query_sequence(seq, row))
+    spec = PromptSpec.model_validate({"shape": {"head_dim": 32, "q_heads": 4, "kv_heads": 2}, **fields,
+                                      "stress": {"chunks": 6, "gap_nats": 30.0},
+                                      "cases": [{"name": "c", "cache": {"kind": "linear", "length": 1000},
+                                                 "sequences": [{"start": 900, "rows": 50}]}]})
+    AttentionPrompt("p", spec, 3).merge_stress()
+    chunk = spec.arithmetic.chunk
+    assert len(seen) == drawn
+    across = [seq for seq, _ in seen[1::2]]  # the second of each pair: base, then rising maxima where online
+    for seq in across:
+        edge = seq.start + prompt.STRADDLE
+        assert edge % chunk == 0 and seq.start < edge <= seq.start + seq.rows - 1
+        assert all((edge - seq.start) % tile for tile in (2, 4, 8, 16, 32, 64))  # no tile of rows ends at the edge
+    if drawn == 4:
+        assert seen[3][1] is seen[2][1] and seen[1][1] is seen[0][1]  # both ends with the base row, both rising

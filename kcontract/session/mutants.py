@@ -23,8 +23,7 @@ from kcontract.session.retrials import retry_survivors
 from kcontract.toolchain.cache import CACHE_ENV, cache_root
 
 Say = Callable[[str], None]
-SURVIVOR_TOOLS = {"sync": ("racecheck",)}  # per mutant class; any other class: memory errors
-MEMORY_TOOLS = ("memcheck", "initcheck")
+SURVIVOR_TOOLS = ("memcheck", "initcheck", "racecheck")  # every survivor: a weakened wait or bound races too
 
 
 @dataclass(frozen=True)
@@ -212,8 +211,9 @@ def _require_green(entry: str, baseline: list) -> None:
 
 def sanitize_survivors(campaign: Campaign, contract: str, mutant_contract, say: Say = lambda line: None,
                        jobs: int = 8) -> None:
-    """Mutants the gates miss go to compute-sanitizer (barriers to racecheck, others to memcheck and initcheck:
-    a race or an access the GPU's timing or allocation granularity hides); errors there kill them."""
+    """Mutants the gates miss go to compute-sanitizer's memcheck, initcheck and racecheck (a race or an access the
+    GPU's timing or allocation granularity hides: a removed barrier, a weakened wait, a bound one too far); errors
+    there kill them."""
     from concurrent.futures import ThreadPoolExecutor
 
     from kcontract.errors import EnvironmentProblem
@@ -228,7 +228,7 @@ def sanitize_survivors(campaign: Campaign, contract: str, mutant_contract, say: 
         say(f"mutate: survivors not sanitized: {problem.message}")
         return
     case = smallest_case(mutant_contract.entry(campaign.entry))
-    work = [(m, tool) for m in survivors for tool in SURVIVOR_TOOLS.get(m.kind, MEMORY_TOOLS)]
+    work = [(m, tool) for m in survivors for tool in SURVIVOR_TOOLS]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         findings = list(pool.map(lambda job: run_one(sanitizer, job[1], contract, Target(
             "control", f"{job[0].ident}_g1", campaign.entry, case), timeout=600), work))

@@ -33,6 +33,7 @@ BF16 = 2
 FUSED_THREADS = 128  # a warpgroup: the fused block's threads per 128 output dims
 FILLER_ROWS = 24  # rows of gate 2's filler sequence
 MIRROR_ROWS = 48  # rows of a mirror chunk
+STRADDLE = 7  # gate 3's straddling rows before a chunk's first key: odd, so no tile of 2 to 64 rows ends there
 P_BF16 = {"none": 0, "bf16": 1}  # the kernel template's p rounding per declared prob_round (others: no instance)
 TEMPLATE = """\
 # split: a partials launch per chunk, then a merge launch; fused: one launch that merges online (then declare
@@ -203,9 +204,11 @@ class AttentionPrompt(WindowAttention):
         return realistic_sequence(rng, self.spec.shape, self.spec.values, window, seq, 1, self.scale)
 
     def merge_stress(self) -> list[Checked]:
-        """Gate 3: two 16-row chunks of one sequence whose chunk maxima lie tens of nats apart; an online merge
-        also gets a 16-row chunk of a sequence whose chunk maxima rise chunk by chunk, and is checked by its
-        replay (the order-free range assumes a two-pass merge)."""
+        """Gate 3: two 16-row chunks of one sequence whose chunk maxima lie tens of nats apart, the second across a
+        chunk's first key (STRADDLE rows before it, so every tile of rows holds rows on both sides); an online merge
+        also gets both with chunk maxima that rise chunk by chunk (rows that see the new chunk rescale while their
+        tile-mates keep their state), and is checked by its replay (the order-free range assumes a two-pass
+        merge)."""
         stress, a = self.spec.stress, self.spec.arithmetic
         n, c = stress.chunks, a.chunk
         window = Window(win=0, ring=n * c)
@@ -214,13 +217,13 @@ class AttentionPrompt(WindowAttention):
             rng = stream(self.seed, self.entry, "merge-stress")
             base = stress_row(rng, self.spec.shape, self.spec.values, window, n * c - 1, c, stress.gap_nats,
                               self.scale)
-            ends = [Sequence(start=n * c - BAND, rows=BAND), Sequence(start=max(0, (n // 2) * c - BAND // 2),
+            ends = [Sequence(start=n * c - BAND, rows=BAND), Sequence(start=max(0, (n // 2) * c - STRADDLE),
                                                                       rows=BAND)]
             seqs = [same_query_sequence(seq, base) for seq in ends]
             if a.merges_online:
                 rising = stress_row(rng, self.spec.shape, self.spec.values, window, n * c - 1, c, stress.gap_nats,
                                     self.scale, rising=True)
-                seqs.append(same_query_sequence(ends[0], rising))
+                seqs += [same_query_sequence(seq, rising) for seq in ends]
             return seqs
 
         seqs = self.memo(("merge-stress",), draw)
