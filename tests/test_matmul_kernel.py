@@ -87,7 +87,7 @@ def test_gate_2_adds_order_probes_against_every_plausible_split(loaded):
                                             "m7_k16384_n4096/order_probes/split4/base"]
     assert all(v.label.startswith("order_probes/") for s in sets[1:] for v in s.variants)
     assert sets[1].orders[:2] == (7, 7) and all(s.orders is None for s in sets[2:])
-    whole = family_of(loaded, "matmul_logits_k4096_n16384_fp32").invariance(Suite.VARIANTS, "m64_k4096_n16384")
+    whole = family_of(loaded, "matmul_qkv_k4096_n6144").invariance(Suite.VARIANTS, "m256_k4096_n6144")
     assert [s.base.label.split("/")[-2] for s in whole[1:]] == ["split2", "split3", "split4"]
 
 

@@ -296,7 +296,7 @@ def test_merge_stress_straddles_a_chunk_edge_inside_every_tile_of_rows(monkeypat
     monkeypatch.setattr(prompt, "same_query_sequence",
                         lambda seq, row: seen.append((seq, row)) or prompt_rows.same_query_sequence(seq, row))
     spec = PromptSpec.model_validate({"shape": {"head_dim": 32, "q_heads": 4, "kv_heads": 2}, **fields,
-                                      "stress": {"chunks": 6, "gap_nats": 30.0},
+                                      "stress": {"chunks": 10, "gap_nats": 30.0},
                                       "cases": [{"name": "c", "cache": {"kind": "linear", "length": 1000},
                                                  "sequences": [{"start": 900, "rows": 50}]}]})
     AttentionPrompt("p", spec, 3).merge_stress()
@@ -306,6 +306,7 @@ def test_merge_stress_straddles_a_chunk_edge_inside_every_tile_of_rows(monkeypat
     for seq in across:
         edge = seq.start + prompt.STRADDLE
         assert edge % chunk == 0 and seq.start < edge <= seq.start + seq.rows - 1
+        assert edge // chunk % 3 == 0  # the chunk whose peak sits on its first key, which the edge row sees
         assert all((edge - seq.start) % tile for tile in (2, 4, 8, 16, 32, 64))  # no tile of rows ends at the edge
     if drawn == 4:
         assert seen[3][1] is seen[2][1] and seen[1][1] is seen[0][1]  # both ends with the base row, both rising

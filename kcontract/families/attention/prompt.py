@@ -24,7 +24,7 @@ from kcontract.families.attention.prompt_spec import PromptSpec, Sequence
 from kcontract.families.attention.prompt_variants import PromptPlan, plan_prompt_variants
 from kcontract.families.attention.shared_scores import shared_scores
 from kcontract.families.attention.reference import AXES, call_reference, expected_outputs, row_maxima
-from kcontract.families.attention.stress import stress_row
+from kcontract.families.attention.stress import first_key_peak, stress_row
 from kcontract.families.attention.window import Window
 from kcontract.problem import Checked, InvarianceSet, LaunchShape, Reference
 from kcontract.seeding import stream
@@ -205,10 +205,10 @@ class AttentionPrompt(WindowAttention):
 
     def merge_stress(self) -> list[Checked]:
         """Gate 3: two 16-row chunks of one sequence whose chunk maxima lie tens of nats apart, the second across a
-        chunk's first key (STRADDLE rows before it, so every tile of rows holds rows on both sides); an online merge
-        also gets both with chunk maxima that rise chunk by chunk (rows that see the new chunk rescale while their
-        tile-mates keep their state), and is checked by its replay (the order-free range assumes a two-pass
-        merge)."""
+        chunk's first key, where that chunk's peak sits (STRADDLE rows before it, so a tile of rows holds rows on
+        both sides); an online merge also gets both with chunk maxima that rise chunk by chunk (the row that sees
+        the new chunk's peak rescales while its tile-mates keep their state), and is checked by its replay (the
+        order-free range assumes a two-pass merge)."""
         stress, a = self.spec.stress, self.spec.arithmetic
         n, c = stress.chunks, a.chunk
         window = Window(win=0, ring=n * c)
@@ -217,8 +217,8 @@ class AttentionPrompt(WindowAttention):
             rng = stream(self.seed, self.entry, "merge-stress")
             base = stress_row(rng, self.spec.shape, self.spec.values, window, n * c - 1, c, stress.gap_nats,
                               self.scale)
-            ends = [Sequence(start=n * c - BAND, rows=BAND), Sequence(start=max(0, (n // 2) * c - STRADDLE),
-                                                                      rows=BAND)]
+            edge = first_key_peak(n // 2) * c
+            ends = [Sequence(start=n * c - BAND, rows=BAND), Sequence(start=max(0, edge - STRADDLE), rows=BAND)]
             seqs = [same_query_sequence(seq, base) for seq in ends]
             if a.merges_online:
                 rising = stress_row(rng, self.spec.shape, self.spec.values, window, n * c - 1, c, stress.gap_nats,

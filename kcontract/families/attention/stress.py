@@ -16,6 +16,12 @@ def stress_positions(stress: Stress, chunk: int) -> list[int]:
     return [n * chunk - 1, (n // 2) * chunk, (n // 3) * chunk + chunk // 2, chunk - 1, chunk, 2]
 
 
+def first_key_peak(near: int) -> int:
+    """The chunk at or below chunk `near` whose peak sits on its first key (stress_row places chunk c's on its
+    first, last or middle key as c % 3 is 0, 1 or 2)."""
+    return near - near % 3
+
+
 def stress_row(rng: np.random.Generator, shape: Shape, values: Values, window: Window, pos: int, chunk: int,
                gap_nats: float, scale: float, rising: bool = False):
     """A realistic row whose chunks each get one peaked key at a chunk-specific height in [0, gap_nats]; `rising`
