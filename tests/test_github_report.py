@@ -20,6 +20,7 @@ from kcontract.gates.base import GateResult
 from kcontract.report import github
 from kcontract.report.github import annotation, emit, escape_data, escape_property
 from kcontract.runner.execute import execute
+from kcontract.runner.job import jobs_for
 from kcontract.verdict.outcome import Outcome, Task
 from kcontract.verdict.summary import summarise
 
@@ -38,8 +39,9 @@ def run():
     os.chdir(ROOT)
     try:
         loaded = load_contract(CPU)
-        ok = execute(Task("entry", ENTRY, ENTRY, CPU, [1], loaded.seed, "linear_3000", cache=False))
-        red = execute(Task("control", CONTROL, ENTRY, CPU, [1], loaded.seed, "linear_3000", cache=False))
+        ok, red = (execute(job) for job in jobs_for(loaded, [
+            Task("entry", ENTRY, ENTRY, CPU, [1], loaded.seed, "linear_3000", cache=False),
+            Task("control", CONTROL, ENTRY, CPU, [1], loaded.seed, "linear_3000", cache=False)]))
     finally:
         os.chdir(old)
     assert ok.status == red.status == "ran" and ok.gates[1].passed and not red.gates[1].passed

@@ -15,6 +15,7 @@ from kcontract.errors import KContractError
 from kcontract.gatetable import launching
 from kcontract.launch import gpu_problem
 from kcontract.runner.execute import execute
+from kcontract.runner.job import jobs_for
 from kcontract.runner.pool import Pool, Workers, in_process
 from kcontract.session.session import ready_for
 from kcontract.verdict.outcome import Outcome, Task
@@ -55,17 +56,18 @@ class TaskRunner:
                 self.prepared[key] = "\n".join(f"ERROR: {line}" for line in error.lines())
         return self.prepared[key]
 
-    def run(self, task: Task, contract_path: str) -> Outcome:
-        """Run one task with the contract path workers resolve; Ctrl-C ends the worker and goes on up."""
-        task = dataclasses.replace(task, contract_path=contract_path)
+    def run(self, task: Task, contract_path: str, loaded) -> Outcome:
+        """Run one task of `loaded` with the contract path workers resolve; Ctrl-C ends the worker and goes on
+        up."""
+        job = jobs_for(loaded, [dataclasses.replace(task, contract_path=contract_path)])[0]
         if in_process():
-            return execute(task)
+            return execute(job)
         box: dict[str, object] = {}
 
         def drive() -> None:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # the worker inherits it
             try:
-                box["outcome"] = self.pool.run(task, lambda progress: None)
+                box["outcome"] = self.pool.run(job, lambda progress: None)
             except BaseException as error:  # noqa: BLE001 - re-raised in the calling thread
                 box["error"] = error
 

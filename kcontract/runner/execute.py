@@ -1,4 +1,4 @@
-"""Run one task in the current process: load the contract, build the gate context, run its gates.
+"""Run one job in the current process: unpickle its contract, build the gate context, run its gates.
 
 Workers are reused across tasks, so in a worker each task starts from fresh user code: the modules imported
 from the contract's folder and project (Python kernels, families, their helpers) are dropped and imported
@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 import kcontract
-from kcontract.contract.imports import import_roots
-from kcontract.contract.loader import load_contract
+from kcontract.contract.imports import add_import_roots, import_roots
 from kcontract.errors import EnvironmentProblem, KContractError
 from kcontract.gates import run_gate
 from kcontract.gates.context import GateContext
@@ -28,9 +27,9 @@ from kcontract.launch.base import KernelFailure
 from kcontract.profiling import host_peak_bytes, measuring
 from kcontract.refcache import ReferenceCache, reference_root
 from kcontract.toolchain.built_exports import family_exports
-from kcontract.verdict.outcome import Outcome, Progress, Task
+from kcontract.runner.job import Job
+from kcontract.verdict.outcome import Outcome, Progress
 
-_CONTRACTS: dict[str, object] = {}
 _PACKAGE = Path(kcontract.__file__).resolve().parent
 
 
@@ -54,27 +53,27 @@ def _user_file(file: str) -> str | None:
     return None if _PACKAGE in path.parents or "site-packages" in path.parts else str(path)
 
 
-def fresh_contract(contract_path: str, fresh: bool):
-    """The contract; with `fresh`, loaded again (its user modules re-imported) when any user module is loaded."""
-    stale = user_modules(contract_path) if fresh else []
-    for name in stale:
+def fresh_contract(job: Job, fresh: bool):
+    """The job's contract; with `fresh`, its user modules dropped first, so unpickling imports them anew."""
+    for name in user_modules(job.task.contract_path) if fresh else []:
         del sys.modules[name]
-    if stale or contract_path not in _CONTRACTS:
-        _CONTRACTS[contract_path] = load_contract(contract_path)
-    return _CONTRACTS[contract_path]
+    add_import_roots(job.task.contract_path)
+    return job.loaded()
 
 
-def execute(task: Task, report: Callable[[Progress], None] = lambda p: None, fresh: bool = False) -> Outcome:
-    """Run the task's gates (`fresh`: from freshly imported user modules, as workers do); a kernel's failure or an
+def execute(job: Job, report: Callable[[Progress], None] = lambda p: None, fresh: bool = False) -> Outcome:
+    """Run the job's gates (`fresh`: from freshly imported user modules, as workers do); a kernel's failure or an
     exception becomes an 'error' outcome with one line."""
     start = time.perf_counter()
+    task = job.task
     outcome = Outcome(task)
     try:
-        loaded = fresh_contract(task.contract_path, fresh)
+        loaded = fresh_contract(job, fresh)
         entry = loaded.entry(task.entry)
         kernel = entry.kernel if task.kind == "entry" else loaded.control(task.name).kernel
         family = entry.fresh_family(task.seed)
-        family.exports = family_exports(loaded, entry.kernel.cuda, family)
+        family.exports = job.exports if job.exports is not None else family_exports(loaded, entry.kernel.cuda,
+                                                                                    family)
         family.store = ReferenceCache(reference_root(task.contract_path), enabled=task.cache)
         ctx = GateContext(loaded, entry, family, kernel, task.seed, task.contract_path, task.case,
                           control=task.name if task.kind == "control" else None,

@@ -23,11 +23,12 @@ from kcontract.machine import usable_cores
 from kcontract.runner.budget import DeviceBudget
 
 from kcontract.runner.plan import start_order
-from kcontract.verdict.outcome import Outcome, Progress, Task
+from kcontract.runner.job import Job
+from kcontract.verdict.outcome import Outcome, Progress
 
 
 def _serve(conn: Connection) -> None:
-    """Worker loop: execute tasks until the pipe closes, sending progress and then the outcome."""
+    """Worker loop: execute jobs until the pipe closes, sending progress and then the outcome."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -35,8 +36,8 @@ def _serve(conn: Connection) -> None:
 
     try:
         while True:
-            task = conn.recv()
-            outcome = execute(task, lambda progress: conn.send(progress), fresh=True)
+            job = conn.recv()
+            outcome = execute(job, lambda progress: conn.send(progress), fresh=True)
             conn.send(outcome)
             if outcome.fatal:  # a lost GPU context: no teardown, whose destructors would only report the loss again
                 conn.close()
@@ -74,12 +75,13 @@ class Worker:
             self.proc.start()
         child.close()
 
-    def run(self, task: Task, on_progress: Callable[[Progress], None]) -> Outcome:
-        """Send a task and wait up to its timeout; kill the worker if it hangs or dies."""
+    def run(self, job: Job, on_progress: Callable[[Progress], None]) -> Outcome:
+        """Send a job and wait up to its task's timeout; kill the worker if it hangs or dies."""
+        task = job.task
         start = time.perf_counter()
         deadline = start + task.timeout
         try:
-            self.conn.send(task)
+            self.conn.send(job)
             while True:
                 left = deadline - time.perf_counter()
                 if left <= 0 or not self.conn.poll(left):
@@ -157,13 +159,13 @@ class Pool:
         self.workers = workers
         self.worker: Worker | None = None
 
-    def run(self, task: Task, on_progress: Callable[[Progress], None]) -> Outcome | None:
-        """Run one task in a healthy worker; None when the run is stopping."""
+    def run(self, job: Job, on_progress: Callable[[Progress], None]) -> Outcome | None:
+        """Run one job in a healthy worker; None when the run is stopping."""
         if self.worker is None or not self.worker.alive:
             self.worker = self.workers.start()
             if self.worker is None:
                 return None
-        outcome = self.worker.run(task, on_progress)
+        outcome = self.worker.run(job, on_progress)
         if outcome.status in ("crashed", "timed out") or outcome.fatal:
             self.worker.kill()
             self.worker = None
@@ -181,14 +183,15 @@ def in_process() -> bool:
     return os.environ.get("KCONTRACT_IN_PROCESS") == "1"
 
 
-def run_in_workers(tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
+def run_in_workers(work: list[Job], jobs: int, on_progress: Callable[[Progress], None],
                    on_done: Callable[[Outcome], None], budget: DeviceBudget | None = None) -> list[Outcome]:
-    """Run tasks on `jobs` workers side by side, each started once its device bytes fit the budget; outcomes come
-    back in task order. Ctrl-C ends every worker."""
+    """Run jobs on `jobs` workers side by side, each started once its device bytes fit the budget; outcomes come
+    back in job order. Ctrl-C ends every worker."""
     budget = budget or DeviceBudget(0)
+    tasks = [job.task for job in work]
     todo: queue.Queue = queue.Queue()
     for index in start_order(tasks):
-        todo.put((index, tasks[index]))
+        todo.put((index, work[index]))
     outcomes: list[Outcome | None] = [None] * len(tasks)
     lock = threading.Lock()
     workers = Workers(threads=max(1, usable_cores() // max(1, jobs)))
@@ -203,15 +206,15 @@ def run_in_workers(tasks: list[Task], jobs: int, on_progress: Callable[[Progress
         try:
             while not workers.stopped.is_set():
                 try:
-                    index, task = todo.get_nowait()
+                    index, job = todo.get_nowait()
                 except queue.Empty:
                     return
-                if not budget.take(task.device_bytes, workers.stopped):
+                if not budget.take(job.task.device_bytes, workers.stopped):
                     return
                 try:
-                    outcome = pool.run(task, report)
+                    outcome = pool.run(job, report)
                 finally:
-                    budget.give(task.device_bytes)
+                    budget.give(job.task.device_bytes)
                 if outcome is None or workers.stopped.is_set():
                     return  # a worker killed by the interrupt did not crash: its task is reported as interrupted
                 outcomes[index] = outcome

@@ -12,6 +12,7 @@ from kcontract.machine import usable_cores
 from kcontract.verdict.outcome import Task
 from kcontract.sassdiff.unchanged import unchanged_patches
 from kcontract.toolchain.build import build
+from kcontract.toolchain.built_exports import exports_sms
 from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.units import unit_of
 
@@ -33,7 +34,8 @@ def prebuild(loaded, tasks: list[Task], device_sm: str | None) -> str | None:
         every_target |= RECORDS_GATE in task.gates
     if not units:
         return None
-    sms = list(loaded.targets) if every_target or device_sm is None else [target_for(device_sm, loaded.targets)]
+    sms = list(loaded.targets) if every_target or device_sm is None else list(dict.fromkeys(
+        [target_for(device_sm, loaded.targets)] + exports_sms(loaded)))  # and where the parent reads exports
     began = time.monotonic()
     built = build(list(units.values()), sms, CompileCache(cache_root(loaded.path)),
                   Path(loaded.path).resolve().parent, jobs=usable_cores())

@@ -12,6 +12,7 @@ from kcontract.records.gate5 import orphan_records
 from kcontract.verdict.summary import Summary, summarise
 from kcontract.verdict.outcome import Outcome, Progress, Task, merge_outcomes
 from kcontract.runner.budget import WORKER_DEVICE_FLOOR, device_budget
+from kcontract.runner.job import jobs_for
 from kcontract.runner.plan import device_bytes
 from kcontract.runner.pool import in_process, run_in_workers
 
@@ -57,30 +58,31 @@ def auto_jobs(loaded: LoadedContract, gpu: bool) -> tuple[int, str]:
     return jobs, f"{jobs} workers ({', '.join(why)})"
 
 
-def run_tasks(tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
+def run_tasks(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
               on_done: Callable[[Outcome], None], gpu: bool = False) -> list[Outcome]:
-    """Run tasks in worker processes (on a GPU within its free memory); in this process when
+    """Run tasks as jobs (jobs_for) in worker processes (on a GPU within its free memory); in this process when
     KCONTRACT_IN_PROCESS=1."""
+    work = jobs_for(loaded, tasks)
     if in_process():
         from kcontract.runner.execute import execute
 
         outcomes = []
         try:
-            for task in tasks:
-                outcomes.append(execute(task, on_progress))
+            for job in work:
+                outcomes.append(execute(job, on_progress))
                 on_done(outcomes[-1])
         except KeyboardInterrupt:
             outcomes += [Outcome(t, status="interrupted", detail="the run was interrupted")
                          for t in tasks[len(outcomes):]]
         return outcomes
     budget = device_budget(tasks, jobs, free_gpu_memory()) if gpu else None
-    return run_in_workers(tasks, jobs, on_progress, on_done, budget)
+    return run_in_workers(work, jobs, on_progress, on_done, budget)
 
 
 def run_contract(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
                  on_done: Callable[[Outcome], None], whole: bool, gpu: bool = False) -> RunResult:
     """Run every task and summarise; a whole-contract run also fails on record files with no entry."""
-    outcomes = merge_outcomes(run_tasks(tasks, jobs, on_progress, on_done, gpu))
+    outcomes = merge_outcomes(run_tasks(loaded, tasks, jobs, on_progress, on_done, gpu))
     entries = [o for o in outcomes if o.task.kind == "entry"]
     controls = [o for o in outcomes if o.task.kind == "control"]
     planted = {c.name: c.gate for c in loaded.controls}

@@ -54,7 +54,7 @@ class Derived:
                 finished.append(outcome)
                 listener.done(outcome)
 
-            outcomes = run_tasks(tasks, workers, lambda step: None, done, gpu=True)
+            outcomes = run_tasks(self.loaded, tasks, workers, lambda step: None, done, gpu=True)
         return outcomes, finished
 
 

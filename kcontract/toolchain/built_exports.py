@@ -35,6 +35,12 @@ def launch_exports(loaded, entry_kernel, kernel, sms: list[str], built=None) -> 
     return found, errors
 
 
+def exports_sms(loaded, tool=None) -> list[str]:
+    """The SM whose module family_exports reads: the first target this toolchain builds (none: an empty list)."""
+    tool = tool or find_toolchain()
+    return [sm for sm in loaded.targets if tool.builds(sm)][:1]
+
+
 def family_exports(loaded, kernel, family) -> dict[str, int]:
     """The exports a family reads of an entry's CUDA kernel (those its arithmetic needs and those it launches by),
     from its module for the first target SM this toolchain builds (compiled once, then cached): facts of its
@@ -43,7 +49,7 @@ def family_exports(loaded, kernel, family) -> dict[str, int]:
     if kernel is None or not names:
         return {}
     unit, tool = unit_of(loaded, kernel), find_toolchain()
-    sm = next((sm for sm in loaded.targets if tool.builds(sm)), None)
+    sm = next(iter(exports_sms(loaded, tool)), None)
     built = build([unit], [sm] if sm else [], CompileCache(cache_root(loaded.path)), Path(loaded.path).resolve().parent,
                   jobs=1, toolchain=tool)
     module = built.module(unit, sm) if sm else None
