@@ -8,6 +8,7 @@ from kcontract.commands.common import contract_option, out, user_errors
 from kcontract.contract.loader import load_contract
 from kcontract.family.cases import main_cases
 from kcontract.report.tabular import print_rows
+from kcontract.verdict.summary import plural
 
 
 @click.command("list", short_help="The entries and controls.")
@@ -16,7 +17,7 @@ from kcontract.report.tabular import print_rows
 def list_command(contract_path: str) -> None:
     """List entries, their family, kernel, cases and gates, then the controls."""
     loaded = load_contract(contract_path)
-    print_rows(out, f"{contract_path}: {len(loaded.entries)} entries", ("entry", "family", "kernel", "cases", "gates"),
+    print_rows(out, f"{contract_path}: {plural(len(loaded.entries), 'entry', 'entries')}", ("entry", "family", "kernel", "cases", "gates"),
                [(e.name, e.family_name, e.kernel_label, ", ".join(main_cases(e.family)), " ".join(map(str, e.gates)))
                 for e in loaded.entries])
     if loaded.controls:

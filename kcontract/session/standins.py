@@ -16,6 +16,7 @@ from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.session.outputs import measured_at, read_receipt, require_receipt, write_receipt
 from kcontract.session.preflight import check_machine, device_target
 from kcontract.toolchain.cache import CACHE_ENV, cache_root
+from kcontract.verdict.summary import plural
 
 Say = Callable[[str], None]
 
@@ -55,7 +56,8 @@ def coverage_session(session, names, options: CoverageOptions, say: Say, progres
     sm = options.sm or device_target(loaded)
     os.environ[CACHE_ENV] = str(cache_root(session.path).resolve())  # stand-ins share inputs and references
     campaign = prepare(loaded, chosen, sm)
-    say(f"coverage: {len(chosen)} entries, {len(campaign.sources)} sources instrumented in {workdir(loaded)}")
+    say(f"coverage: {plural(len(chosen), 'entry', 'entries')}, {plural(len(campaign.sources), 'source')} instrumented in "
+        f"{workdir(loaded)}")
     if not options.prepare_only:
         judge_runs(campaign, run_standins(workdir(loaded) / "contract.yaml", options.jobs, progress, say))
         save(campaign, workdir(loaded))
