@@ -46,3 +46,34 @@ def test_bad_plot_requests_are_one_line_and_exit_2(tmp_path, args, said):
     no_traceback(done)
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(errors) == 1 and said in errors[0], done.stderr
+
+
+def test_receipt_show_links_the_rooflines_beside_it_and_names_stale_ones(tmp_path):
+    receipt = tmp_path / "contract-h200.json"
+    data = json.loads((ROOT / "receipts/contract-h200.json").read_text())
+    data["bench"] = [r for r in data["bench"] if r["entry"].startswith("rmsnorm")]
+    receipt.write_text(json.dumps(data))
+    drawn = kcontract("bench", "--plot", str(tmp_path / "contract-h200.plots"), "--from-receipt", str(receipt))
+    assert drawn.returncode == 0, drawn.stdout + drawn.stderr
+    shown = kcontract("receipt", "show", str(receipt))
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "![rmsnorm](" in shown.stdout and "contract-h200.plots/rmsnorm.svg)" in shown.stdout
+    assert "drawn from other bench rows" not in shown.stdout
+    data["bench"][0]["us"] *= 2  # measured again, not drawn again
+    receipt.write_text(json.dumps(data))
+    stale = " ".join(kcontract("receipt", "show", str(receipt)).stdout.split())
+    said = (f"rmsnorm.svg drawn from other bench rows than these: draw them again with `kcontract bench "
+            f"--from-receipt {receipt} --plot {tmp_path / 'contract-h200.plots'}`")
+    assert said in stale
+
+
+def test_the_same_rows_draw_the_same_file_stamped_with_their_digest(tmp_path):
+    from kcontract.receipts.plots import drawn_from, rows_digest
+
+    data = json.loads((ROOT / "receipts/contract-h200.json").read_text())
+    for folder in ("a", "b"):
+        done = kcontract("bench", "--plot", str(tmp_path / folder), "--from-receipt", "receipts/contract-h200.json")
+        assert done.returncode == 0, done.stdout + done.stderr
+    first, second = ((tmp_path / folder / "matmul.svg").read_bytes() for folder in ("a", "b"))
+    assert first == second
+    assert drawn_from(tmp_path / "a" / "matmul.svg") == rows_digest(data["bench"], data["bench_ceiling"])

@@ -309,3 +309,23 @@ def test_a_coverage_floor_is_judged_against_the_receipts_coverage_of_the_current
     source = project.parent / "kernels" / "tiny.cu"
     source.write_text(source.read_text() + "// touched\n")
     assert "coverage of tiny not measured for its kernel source as it is" in receipt_check().output
+
+
+def test_rooflines_drawn_from_other_bench_rows_fail_the_check(project):
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib: pip install 'kcontract[plot]'")
+    from kcontract.bench.plot import plot_rows
+    from kcontract.receipts.plots import plots_beside
+
+    path = project.parent / "receipts" / "contract-h200.json"
+    data = json.loads(path.read_text())
+    data["bench"] = [{"entry": "tiny", "call": "tiny 32", "bytes": 4096, "gbps": 100.0, "us": 1.0, "ratio": 0.1}]
+    data["bench_ceiling"] = {"read_gbps": 4000.0}
+    path.write_text(json.dumps(data))
+    plot_rows(data["bench"], {"tiny": "tiny"}, data["bench_ceiling"], plots_beside(path))
+    loaded = load_contract(str(project), import_kernels=False)
+    assert not [p for p in check_receipts(loaded).problems if "rooflines" in p]
+    data["bench"][0]["us"] = 2.0  # the bench measured again, the plots not drawn again
+    path.write_text(json.dumps(data))
+    assert [p for p in check_receipts(loaded).problems if "rooflines" in p] == [
+        "receipts/contract-h200.json: 1 of its rooflines drawn from other bench rows (tiny.svg): run `kcontract bench "
+        "--from-receipt receipts/contract-h200.json --plot receipts/contract-h200.plots` and commit them"]

@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from kcontract.errors import EnvironmentProblem, UsageError
+from kcontract.receipts.plots import STAMP_WORDS, rows_digest
 
 PANELS = {  # bound -> (rate key, x label, y label, ceiling key, size of the call)
     "memory": ("gbps", "bytes moved per call", "GB/s", "read_gbps", lambda r: r["bytes"]),
@@ -42,8 +43,9 @@ def bound(row: dict) -> str:
     return "compute" if row.get("mma_ratio", 0.0) > row["ratio"] else "memory"
 
 
-def plot_family(family: str, rows: list[dict], ceiling: dict, folder: Path) -> Path:
-    """The family's SVG: a rate panel per bound its calls have, then the share of the limit."""
+def plot_family(family: str, rows: list[dict], ceiling: dict, folder: Path, digest: str = "") -> Path:
+    """The family's SVG: a rate panel per bound its calls have, then the share of the limit; stamped with the
+    digest of the rows it was drawn from, and with no date, so the same rows draw the same file."""
     bounds = [b for b in PANELS if any(bound(r) == b for r in rows)]
     figure = _figure()(figsize=(8, 3.2 * (len(bounds) + 1)))
     axes = figure.subplots(len(bounds) + 1, 1, squeeze=False)[:, 0]
@@ -53,7 +55,10 @@ def plot_family(family: str, rows: list[dict], ceiling: dict, folder: Path) -> P
     figure.suptitle(f"{family}: measured against the H200's limits", fontsize=11)
     figure.tight_layout()
     path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', family)}.svg"
-    figure.savefig(path, format="svg")
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.hashsalt": "kcontract"}):
+        figure.savefig(path, format="svg", metadata={"Date": None, "Description": f"{STAMP_WORDS} {digest}"})
     return path
 
 
@@ -103,4 +108,5 @@ def plot_rows(rows: list[dict], families: dict[str, str], ceiling: dict, folder:
     grouped: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         grouped[families.get(row["entry"], "other")].append(row)
-    return [plot_family(family, group, ceiling, folder) for family, group in sorted(grouped.items())]
+    digest = rows_digest(rows, ceiling)
+    return [plot_family(family, group, ceiling, folder, digest) for family, group in sorted(grouped.items())]

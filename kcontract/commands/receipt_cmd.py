@@ -18,6 +18,7 @@ from kcontract.exitcodes import ExitCode
 from kcontract.receipts.check import check_receipts
 from kcontract.receipts.form import RECEIPTS_DIR, is_receipt, is_rows, read_json
 from kcontract.receipts.merge import merge_receipts, output_paths
+from kcontract.receipts.plots import receipt_plots, redraw_command
 from kcontract.receipts.upgrade import upgrade as upgraded
 from kcontract.report.json_report import write_json
 from kcontract.report.receipt import receipt_markdown
@@ -45,7 +46,10 @@ def show(contract_path: str, path: str | None) -> None:
         receipt = json.loads(Path(path).read_text())
     except (OSError, ValueError) as error:
         raise UsageError(f"{path}: not a readable JSON receipt ({error})") from None
-    out.print(receipt_markdown(receipt), markup=False)
+    base = Path(contract_path).resolve().parent
+    plots = [(Path(os.path.relpath(svg.resolve(), base)).as_posix(), current)
+             for svg, current in receipt_plots(Path(path), receipt)]
+    out.print(receipt_markdown(receipt, plots, redraw_command(path)), markup=False)
 
 
 strict_option = click.option("--strict", is_flag=True,

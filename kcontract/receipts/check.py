@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kcontract.receipts.carried import entry_source_sha256
 from kcontract.receipts.form import RECEIPTS_DIR, is_receipt, is_rows, is_shard, receipt_name
+from kcontract.receipts.plots import receipt_plots, redraw_command
 from kcontract.receipts.judge import CURRENT, FAILED, MISSING, ORPHANED, STALE, RowJudgement, judge_rows
 from kcontract.receipts.machine import MachineCode
 
@@ -168,6 +169,10 @@ def _judge(report: ReceiptReport, loaded, data: dict, path: Path, machine: Machi
         report.problems.append(f"{shown}: {_rows(len(rows))} {state} ({names}): {what}{sep}{refresh(loaded, path)}")
     report.problems += [f"{shown}: {line}: run `kcontract coverage {name} --contract {_here(loaded.path)} --receipt "
                         f"{_here(path)}` on a GPU and commit it" for name, line in floor_problems(loaded, data)]
+    stale = [svg.name for svg, current in receipt_plots(path, data) if not current]
+    if stale:
+        report.problems.append(f"{shown}: {len(stale)} of its rooflines drawn from other bench rows "
+                               f"({', '.join(stale)}): run `{redraw_command(_here(path))}` and commit them")
     earlier = [j for j in judged if j.earlier and j.state != ORPHANED]
     if earlier:
         report.rows["earlier checker"] += len(earlier)

@@ -1,7 +1,9 @@
 """A receipt as the markdown a pull request wants: its rows by entry and gate, the runs that wrote them, the
-controls, mutation scores and the bench."""
+controls, mutation scores, the bench and its rooflines."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 def _sharding(receipt: dict) -> list[str]:
@@ -42,8 +44,22 @@ def _coverage(receipt: dict) -> list[str]:
     return found
 
 
-def receipt_markdown(receipt: dict) -> str:
-    """The receipt as the markdown a pull request wants."""
+def _plots(plots: list[tuple[str, bool]], redraw: str) -> list[str]:
+    """The rooflines beside the receipt, as image links; one drawn from other bench rows is named, with the command
+    that draws it again."""
+    if not plots:
+        return []
+    lines = ["", "Rooflines of the bench rows:", ""]
+    lines += [f"![{Path(link).stem}]({link})" for link, _ in plots]
+    stale = [Path(link).name for link, current in plots if not current]
+    if stale:
+        lines += ["", f"{', '.join(stale)} drawn from other bench rows than these: draw them again with `{redraw}`."]
+    return lines
+
+
+def receipt_markdown(receipt: dict, plots: list[tuple[str, bool]] = (), redraw: str = "") -> str:
+    """The receipt as the markdown a pull request wants; `plots`: its rooflines' links, each with whether it was
+    drawn from this receipt's bench rows (`redraw`: the command that draws them again)."""
     env = receipt.get("environment", {})
     git = receipt.get("git") or {}
     commit = f"{str(git.get('commit'))[:12]}{' (dirty tree)' if git.get('dirty') else ''}"
@@ -106,6 +122,7 @@ def receipt_markdown(receipt: dict) -> str:
         for commit, names in sorted(earlier.items()):
             lines += ["", f"Rows of {', '.join(dict.fromkeys(names))} measured at {commit} (kernel source unchanged "
                           f"since)."]
+    lines += _plots(list(plots), redraw)
     kernels = {(e.get("kernel") or {}).get("toolchain") for e in receipt.get("entries", []) if e.get("kernel")}
     if kernels:
         lines += ["", f"Cubins built by: {', '.join(sorted(k for k in kernels if k))}"]
