@@ -41,3 +41,14 @@ def test_the_markdown_names_the_commit_of_rows_measured_earlier():
     text = receipt_markdown(receipt)
     assert "Rows of decode_d512_g16 measured at 89abcde (kernel source unchanged since)." in text
     assert "rmsnorm_h4096 measured at" not in text
+
+
+def test_a_row_that_names_its_entrys_node_leaves_when_the_node_changes():
+    from kcontract.receipts.carried import measured_for
+
+    loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
+    named = row("matmul_logits_k4096_n16384_fp32", 3.0, measured_at="def",
+                **measured_for(loaded, "matmul_logits_k4096_n16384_fp32"))
+    assert carried_bench(loaded, {"bench": [named]}) == [named]
+    other_split = {**named, "node_sha256": "0" * 64}  # measured while the entry declared another split
+    assert carried_bench(loaded, {"bench": [other_split]}) == []

@@ -1,5 +1,6 @@
-"""Mutation scores, coverage and bench rows kept across runs: keyed by the kernel source they measured, so each
-stays in the receipt while its entry's kernel source is unchanged, marked with the commit it was measured at."""
+"""Mutation scores, coverage and bench rows kept across runs: keyed by the kernel source they measured and, where
+they name it, the entry's node (its split, tile schedule, shape and cases: what instantiates and launches the
+kernel), so each stays in the receipt while both are unchanged, marked with the commit it was measured at."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 from kcontract.contract.paths import resolve_source
 from kcontract.identity import file_sha256
+from kcontract.receipts.depends import digest_of, node_in
 
 
 def carried_mutation(loaded, previous: dict, what: str = "mutation") -> dict:
@@ -15,7 +17,8 @@ def carried_mutation(loaded, previous: dict, what: str = "mutation") -> dict:
     it was measured at."""
     kept = {}
     for name, score in (previous.get(what) or {}).items():
-        if isinstance(score, dict) and _unchanged(loaded, previous, name, score.get("source_sha256")):
+        if isinstance(score, dict) and _unchanged(loaded, previous, name, score.get("source_sha256"),
+                                                  score.get("node_sha256")):
             kept[name] = {**score, "measured_at": _measured_at(score, previous)}
     return kept
 
@@ -25,7 +28,7 @@ def carried_bench(loaded, previous: dict, replaced: set[str] = frozenset()) -> l
     mutation scores), each marked with the commit it was measured at."""
     return [{**row, "measured_at": _measured_at(row, previous)} for row in previous.get("bench") or []
             if row.get("entry") not in replaced and _unchanged(loaded, previous, row.get("entry"),
-                                                                row.get("source_sha256"))]
+                                                                row.get("source_sha256"), row.get("node_sha256"))]
 
 
 def entry_source_sha256(loaded, name: str) -> str | None:
@@ -37,11 +40,22 @@ def entry_source_sha256(loaded, name: str) -> str | None:
     return file_sha256(resolve_source(base, entry.kernel.cuda.source))
 
 
-def _unchanged(loaded, previous: dict, name: str | None, then: str | None) -> bool:
+def entry_node_sha256(loaded, name: str) -> str:
+    """The digest of an entry's node as receipt rows depend on it (prose, the coverage floor and argued mutants
+    left out)."""
+    return digest_of(node_in(loaded.raw, "entry", name))
+
+
+def measured_for(loaded, name: str) -> dict:
+    """What a score or bench row of an entry is keyed by: its kernel source's sha256 and its node's digest."""
+    return {"source_sha256": entry_source_sha256(loaded, name), "node_sha256": entry_node_sha256(loaded, name)}
+
+
+def _unchanged(loaded, previous: dict, name: str | None, then: str | None, node: str | None = None) -> bool:
     """The entry still exists with the kernel source it had when measured (`then`, else the previous receipt's
-    `sources`, which receipts of the earlier whole-contract form list)."""
+    `sources`, which receipts of the earlier whole-contract form list) and, where the item names it, its node."""
     entry = next((e for e in loaded.entries if e.name == name and e.kernel.cuda is not None), None)
-    if entry is None:
+    if entry is None or (node is not None and node != entry_node_sha256(loaded, name)):
         return False
     base = Path(loaded.path).resolve().parent
     source = resolve_source(base, entry.kernel.cuda.source).resolve().relative_to(base).as_posix()

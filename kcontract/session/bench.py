@@ -9,7 +9,7 @@ from typing import Callable
 
 from kcontract.errors import UsageError
 from kcontract.runner.plan import picked
-from kcontract.receipts.carried import carried_bench, entry_source_sha256
+from kcontract.receipts.carried import carried_bench, measured_for
 from kcontract.session.outputs import measured_at, read_receipt, require_receipt, write_receipt
 from kcontract.session.preflight import check_machine
 
@@ -53,8 +53,7 @@ def bench_into_receipt(loaded, receipt_path: str, result: dict, entries: list) -
     their kernel source is unchanged."""
     receipt = read_receipt(receipt_path)
     commit = measured_at(loaded)
-    rows = [{**row, "measured_at": commit, "source_sha256": entry_source_sha256(loaded, row["entry"])}
-            for row in result["rows"]]
+    rows = [{**row, "measured_at": commit, **measured_for(loaded, row["entry"])} for row in result["rows"]]
     receipt["bench"] = carried_bench(loaded, receipt, {e.name for e in entries}) + rows
     receipt["bench_ceiling"] = result["ceiling"]
     write_receipt(receipt_path, receipt)

@@ -17,6 +17,7 @@ from kcontract.errors import ContractFailed, UsageError
 from kcontract.family.cases import main_cases
 from kcontract.mutate.campaign import Campaign, fit_timeouts, judge_runs, load, prepare, save, workdir
 from kcontract.session.derived import Derived, Progress, interrupted
+from kcontract.receipts.carried import entry_node_sha256
 from kcontract.session.outputs import measured_at, require_receipt
 from kcontract.session.preflight import check_machine, device_target
 from kcontract.session.retrials import retry_survivors
@@ -146,7 +147,8 @@ def _write(loaded, mutated: Mutated, options: MutateOptions, whole: bool, say: S
         raise KeyboardInterrupt
     if options.receipt:
         record_score(Path(options.receipt), report["entry"], {
-            **report, "source_sha256": mutated.campaign.source_sha256, "measured_at": measured_at(loaded)})
+            **report, "source_sha256": mutated.campaign.source_sha256,
+            "node_sha256": entry_node_sha256(loaded, report["entry"]), "measured_at": measured_at(loaded)})
 
 
 def _mutant(control: str) -> str:

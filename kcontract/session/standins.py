@@ -13,6 +13,7 @@ from kcontract.coverage.campaign import Campaign, judge_runs, prepare, save, wor
 from kcontract.coverage.report import entry_report
 from kcontract.errors import UsageError
 from kcontract.session.derived import Derived, Progress, interrupted
+from kcontract.receipts.carried import entry_node_sha256
 from kcontract.session.outputs import measured_at, read_receipt, require_receipt, write_receipt
 from kcontract.session.preflight import check_machine, device_target
 from kcontract.toolchain.cache import CACHE_ENV, cache_root
@@ -97,7 +98,8 @@ def run_standins(contract: Path, jobs, progress: Progress, say: Say) -> list:
 def _write(loaded, covered: Covered, options: CoverageOptions) -> None:
     """Every entry's coverage as JSON, and into the receipt (a run's, not a preparation's)."""
     documents = {r.entry: {**r.as_dict(), "source_sha256": covered.campaign.sources[r.source].sha256,
-                           "sm": covered.sm} for r in covered.reports}
+                           "node_sha256": entry_node_sha256(loaded, r.entry), "sm": covered.sm}
+                 for r in covered.reports}
     if options.json:
         Path(options.json).write_text(json.dumps(documents, indent=1) + "\n")
     if options.receipt and not options.prepare_only:
