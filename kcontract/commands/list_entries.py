@@ -17,7 +17,8 @@ from kcontract.verdict.summary import plural
 def list_command(contract_path: str) -> None:
     """List entries, their family, kernel, cases and gates, then the controls."""
     loaded = load_contract(contract_path)
-    print_rows(out, f"{contract_path}: {plural(len(loaded.entries), 'entry', 'entries')}", ("entry", "family", "kernel", "cases", "gates"),
+    title = f"{contract_path}: {plural(len(loaded.entries), 'entry', 'entries')}"
+    print_rows(out, title, ("entry", "family", "kernel", "cases", "gates"),
                [(e.name, e.family_name, e.kernel_label, ", ".join(main_cases(e.family)), " ".join(map(str, e.gates)))
                 for e in loaded.entries])
     if loaded.controls:

@@ -57,8 +57,8 @@ def coverage_session(session, names, options: CoverageOptions, say: Say, progres
     sm = options.sm or device_target(loaded)
     os.environ[CACHE_ENV] = str(cache_root(session.path).resolve())  # stand-ins share inputs and references
     campaign = prepare(loaded, chosen, sm)
-    say(f"coverage: {plural(len(chosen), 'entry', 'entries')}, {plural(len(campaign.sources), 'source')} instrumented in "
-        f"{workdir(loaded)}")
+    say(f"coverage: {plural(len(chosen), 'entry', 'entries')}, {plural(len(campaign.sources), 'source')} "
+        f"instrumented in {workdir(loaded)}")
     if not options.prepare_only:
         judge_runs(campaign, run_standins(workdir(loaded) / "contract.yaml", options.jobs, progress, say))
         save(campaign, workdir(loaded))
