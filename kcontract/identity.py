@@ -11,9 +11,11 @@ import ast
 import hashlib
 import importlib.util
 import os
+import sys
 import sysconfig
 from collections.abc import Callable
 from functools import lru_cache
+from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent  # the kcontract package
@@ -86,10 +88,7 @@ def module_files(module: str, keep: Path | Callable[[Path], bool], seen: set[Pat
         folder = keep
         keep = lambda path: below(path, folder)  # noqa: E731
     seen = set() if seen is None else seen
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return []
+    spec = spec_unimported(module)
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return []
     path = Path(spec.origin).resolve()
@@ -101,6 +100,24 @@ def module_files(module: str, keep: Path | Callable[[Path], bool], seen: set[Pat
     for name in _imports(path, package):
         found += module_files(name, keep, seen)
     return found
+
+
+def spec_unimported(module: str) -> ModuleSpec | None:
+    """A module's spec found along its packages' search paths, running none of their `__init__` files (finding
+    `torch.nn.x` would otherwise import torch); None where it is not found."""
+    parts = module.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+        for i in range(1, len(parts)):
+            if spec is None or not spec.submodule_search_locations:
+                return None
+            name = ".".join(parts[:i + 1])
+            loaded = sys.modules.get(name)
+            spec = loaded.__spec__ if loaded is not None and getattr(loaded, "__spec__", None) else \
+                PathFinder.find_spec(name, list(spec.submodule_search_locations))
+    except (ImportError, ValueError):
+        return None
+    return spec
 
 
 def _imports(path: Path, package: str) -> list[str]:

@@ -86,10 +86,18 @@ class Assembled:
 
     def materialise(self, xp=np):
         """The whole buffer, built with numpy or CuPy (there the blocks are copied straight to the device)."""
-        out = xp.full(self.shape, self.fill, dtype=self.dtype)
+        return self.write_blocks(xp.full(self.shape, self.fill, dtype=self.dtype), xp)
+
+    def write_blocks(self, out, xp=np):
+        """Write the blocks over `out`, a buffer of this shape and dtype holding the fill; returns out."""
         for first, rows, data in self.blocks:
             out[first, rows if isinstance(rows, slice) else xp.asarray(rows)] = built(data, xp)
         return out
+
+    def clear_blocks(self, out) -> None:
+        """Put the fill back where the blocks were written, so `out` can hold another buffer's blocks."""
+        for first, rows, _ in self.blocks:
+            out[first, rows] = self.fill
 
 
 def built(value, xp=np):

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kcontract.numerics import (
+    bf16_bits_of_finite,
     FORMATS,
     U32,
     U_BF16,
@@ -165,6 +166,7 @@ def test_bf16_agrees_on_random_bit_patterns():
     assert np.array_equal(bf16_from_f32_bits(bits[keep]), want)
     nan_out = bf16_from_f32_bits(x[~keep])
     assert np.isnan(from_bits(nan_out, "bf16")).all()
+    assert np.array_equal(bf16_bits_of_finite(x[keep].copy()), want)  # drawn inputs' path: finite values
 
 
 # --- bits round trips ---------------------------------------------------------------------

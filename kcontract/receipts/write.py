@@ -45,7 +45,8 @@ def run_record(loaded, document: dict, *, mode: str, seed: int, wall_s: float, g
            "git": git_state(Path(loaded.path).resolve().parent),
            "environment": environment(gpu, document.get("toolchain")), "toolchain": document.get("toolchain"),
            "rows": rows, "of": len(loaded.entries) + len(loaded.controls),
-           "references": document.get("references"), "inputs": document.get("inputs")}
+           "references": document.get("references"), "inputs": document.get("inputs"),
+           "task_seconds": document.get("stages")}
     return {"id": run_id(run), **run}
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from kcontract.profiling import STAGES
 from kcontract.verdict.outcome import Outcome
 from kcontract.verdict.summary import Summary
 
@@ -34,6 +35,7 @@ def run_document(entries: list[Outcome], controls: list[Outcome], summary: Summa
         "planted": dict(planted),
         "references": reference_counts(entries + controls),
         "inputs": reference_counts(entries + controls, "inputs"),
+        "stages": stage_seconds(entries + controls),
         "entries": [_plain(o) for o in entries],
         "controls": [_plain(o) for o in controls],
     }
@@ -48,6 +50,13 @@ def reference_counts(outcomes: list[Outcome], what: str = "references") -> dict:
                 counts[key] = counts.get(key, 0) + n
     counts["cache"] = cache_state(counts)
     return counts
+
+
+def stage_seconds(outcomes: list[Outcome]) -> dict:
+    """Seconds the run's tasks spent per stage, summed over every gate of every entry and control."""
+    keys = [f"{name}_s" for name in (*STAGES, "other")]
+    total = {key: sum(r.profile.get(key, 0.0) for o in outcomes for r in o.gates.values()) for key in keys}
+    return {key: round(value, 1) for key, value in total.items()}
 
 
 def cache_state(counts: dict) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kcontract.profiling import STAGES
+
 
 def _sharding(receipt: dict) -> list[str]:
     """A line saying the receipt is one shard (partial) or merged from shards, with each shard's seconds."""
@@ -26,7 +28,15 @@ def _runs(receipt: dict) -> list[str]:
         return []
     return ["", "Rows from " + str(len(runs)) + " runs: " + "; ".join(
         f"{r.get('mode')} at {str((r.get('git') or {}).get('commit'))[:12]} ({r.get('created')}, {r.get('rows')} of "
-        f"{r.get('of')} rows, {r.get('wall_s')} s)" for r in runs) + "."]
+        f"{r.get('of')} rows, {r.get('wall_s')} s{_spent(r)})" for r in runs) + "."]
+
+
+def _spent(run: dict) -> str:
+    """How warm a run's caches were and where its task seconds went, where the run recorded them."""
+    cache = (run.get("references") or {}).get("cache")
+    staged = run.get("task_seconds") or {}
+    split = ", ".join(f"{name} {staged[name + '_s']}" for name in (*STAGES, "other") if name + "_s" in staged)
+    return (f", references {cache}" if cache else "") + (f"; task s: {split}" if split else "")
 
 
 def _coverage(receipt: dict) -> list[str]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kcontract.numerics import bf16_from_f32_bits, from_bits, rn_bits
+from kcontract.numerics import bf16_bits_of_finite, from_bits, rn_bits
 
 
 @dataclass
@@ -56,8 +56,9 @@ def scaled_normal(rng: np.random.Generator, shape: tuple[int, ...], rms: np.ndar
 
 
 def bf16_bits_of(x: np.ndarray, keys: int = 16384) -> np.ndarray:
-    """bf16 bits of float32 x by RN-even, a block of `keys` along axis 0 at a time (long rows stay lean)."""
+    """bf16 bits of drawn (finite) float32 x by RN-even, a block of `keys` along axis 0 at a time (long rows stay
+    lean); x is consumed."""
     bits = np.empty(x.shape, dtype=np.uint16)
     for i in range(0, len(x), keys):
-        bits[i:i + keys] = bf16_from_f32_bits(x[i:i + keys])
+        bits[i:i + keys] = bf16_bits_of_finite(np.ascontiguousarray(x[i:i + keys]))
     return bits
