@@ -173,3 +173,26 @@ def test_coverage_counts_the_lines_an_entrys_cases_run(tmp_path):
     found = json.loads(report.read_text())["rmsnorm_residual_h8192"]
     assert found["lines"]["executed"] > 0 and found["lines"]["reachable"] >= found["lines"]["executed"]
     assert re.search(r"^coverage rmsnorm_residual_h8192 \(kernels/rms_norm\.cu\): lines \d+ of \d+", proc.stdout, re.M)
+
+
+def test_fused_fp32_kernels_give_the_numpy_bits():
+    """add32, fma32 and rn32 as one CuPy kernel each equal the numpy steps bit for bit, ties and subnormals too."""
+    import cupy
+
+    from kcontract.numerics.fp32 import add32, fma32, rn32
+
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal(1 << 20).astype(np.float32).astype(np.float64)
+    ulp = np.spacing(a.astype(np.float32)).astype(np.float64)
+    b = np.where(rng.random(a.size) < 0.5, ulp * rng.integers(-4, 5, a.size) / 2,
+                 rng.standard_normal(a.size).astype(np.float32))  # half-ulp ties and ordinary terms
+    b[:64] = np.float32(2.0**-149) * np.arange(64)  # subnormal steps
+    a[64:128], b[64:128] = np.float64(np.finfo(np.float32).max), np.float64(np.finfo(np.float32).max)  # overflow
+    c = rng.standard_normal(a.size).astype(np.float32).astype(np.float64)
+    s = a + b
+    err = (a - (s - (s - a))) + (b - (s - a))
+    for name, host, device in (
+            ("add32", add32(a, b), add32(cupy.asarray(a), cupy.asarray(b))),
+            ("fma32", fma32(a, c, b), fma32(cupy.asarray(a), cupy.asarray(c), cupy.asarray(b))),
+            ("rn32", rn32(s, err), rn32(cupy.asarray(s), cupy.asarray(err)))):
+        assert np.array_equal(host.view(np.uint64), device.get().view(np.uint64)), name

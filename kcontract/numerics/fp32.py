@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import fp32_fused as fused
 from .xp import array_module
 
 FTZ = 2.0**-125  # absolute error of an fp32 result that is subnormal or flushed
@@ -18,6 +19,8 @@ FTZ = 2.0**-125  # absolute error of an fp32 result that is subnormal or flushed
 def rn32(x: np.ndarray, err: np.ndarray | None = None) -> np.ndarray:
     """RN to fp32 of the exact value x + err (x float64, err its float64 rounding error), as float64."""
     xp = array_module(x)
+    if err is not None and fused.usable(xp, x, err):
+        return fused.kernel("rn32")(x, err)
     f = x.astype(xp.float32)
     r = f.astype(xp.float64)
     if err is None:
@@ -31,6 +34,9 @@ def rn32(x: np.ndarray, err: np.ndarray | None = None) -> np.ndarray:
 
 def add32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """RN32(a + b) of float64 a and b (fp32 values, or an exact product): TwoSum keeps the exact sum."""
+    xp = array_module(a, b)
+    if fused.usable(xp, a, b):
+        return fused.kernel("add32")(a, b)
     s = a + b
     bb = s - a
     err = (a - (s - bb)) + (b - bb)
@@ -39,6 +45,9 @@ def add32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """RN32(a * b + c) for fp32 values held in float64 (a * b exact: at most 48 significant bits)."""
+    xp = array_module(a, b, c)
+    if fused.usable(xp, a, b, c):
+        return fused.kernel("fma32")(a, b, c)
     return add32(a * b, c)
 
 

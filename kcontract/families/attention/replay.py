@@ -116,7 +116,8 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
         raise ValueError(f"merge chains belong to an online merge (sum_order: online_mma), given: {chains} "
                          f"chains with sum_order: {order}")
     size = max(1, elements // (nch * chunk * d))
-    parts = [_chunk_sums(rows[i:i + size], grids[i:i + size], scale, group, hk, xp, how, p_round, grouping)
+    copies = SharedCopies(xp)
+    parts = [_chunk_sums(rows[i:i + size], grids[i:i + size], scale, group, hk, copies, how, p_round, grouping)
              for i in range(0, len(rows), size)]
     m, l_lo, l_hi, o_lo, o_hi = (xp.concatenate([part[j] for part in parts]) for j in range(5))  # [R, Hq, ...]
     if how.runs:
@@ -134,10 +135,42 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
     return found
 
 
-def _chunk_sums(rows: list[tuple], grids: list[np.ndarray], scale: float, group: int, hk: int, xp, how: "Order",
-                p_round: str, grouping: str) -> tuple:
+class SharedCopies:
+    """float64 copies in xp of rows' q, k and v: arrays that view one host buffer (a sequence's keys, cut at each
+    row) share one copy of it, made on first use, of which each is a slice."""
+
+    def __init__(self, xp):
+        self.xp, self.copies = xp, {}
+
+    def float64(self, a):
+        """a as float64 values in xp (a view of its buffer's copy where a is rows of it)."""
+        a = np.asarray(a)
+        base, first = _rows_of(a)
+        key = id(base)
+        if key not in self.copies:
+            self.copies[key] = (base, as_float64(to_device(base, self.xp)))  # the buffer kept: its id stays its own
+        return self.copies[key][1][first:first + len(a)]
+
+
+def _rows_of(a: np.ndarray) -> tuple[np.ndarray, int]:
+    """(buffer, first row) where a is consecutive whole rows of a C-contiguous buffer, else (a, 0)."""
+    base = a
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    if base is a or not a.flags.c_contiguous or not base.flags.c_contiguous or base.dtype != a.dtype \
+            or base.shape[1:] != a.shape[1:] or a.ndim == 0:
+        return a, 0
+    first, rest = divmod(a.ctypes.data - base.ctypes.data, base.strides[0])
+    if rest or first < 0 or first + len(a) > len(base):
+        return a, 0
+    return base, first
+
+
+def _chunk_sums(rows: list[tuple], grids: list[np.ndarray], scale: float, group: int, hk: int,
+                copies: SharedCopies, how: "Order", p_round: str, grouping: str) -> tuple:
     """Each row's chunk maxima and the intervals of l_c and o_c in the declared order: m, l_lo, l_hi [R, Hq, nch]
     and o_lo, o_hi [R, Hq, nch, D] of xp."""
+    xp = copies.xp
     on = xp.asarray(np.stack([g >= 0 for g in grids]))  # [R, nch, C]
     kg_n = how.key_groups
     lane_sums = _quad_sums if how.lanes == "quad" else _lane_sums
@@ -147,13 +180,13 @@ def _chunk_sums(rows: list[tuple], grids: list[np.ndarray], scale: float, group:
         s_rows, v_rows = [], []
         for (q, k, v, _, _, scores), grid in zip(rows, grids):
             idx = xp.asarray(np.maximum(grid, 0))
-            kk = as_float64(to_device(np.ascontiguousarray(np.asarray(k)[:, g, :]), xp))
+            kk = copies.float64(k)[:, g, :]
             if scores is None:
-                s = replay_scores(as_float64(to_device(np.asarray(q), xp))[at], kk, scale, xp, grouping)
+                s = replay_scores(copies.float64(q)[at], kk, scale, xp, grouping)
             else:
                 s = to_device(np.ascontiguousarray(scores[at]), xp)  # [G, n] exact fp32
             s_rows.append(s[:, idx])
-            v_rows.append(as_float64(to_device(np.ascontiguousarray(np.asarray(v)[:, g, :]), xp))[idx])
+            v_rows.append(copies.float64(v)[:, g, :][idx])
         sg = xp.where(on[:, None], xp.stack(s_rows), -xp.inf)  # [R, G, nch, C]
         m = sg.max(axis=-1)
         with np.errstate(invalid="ignore"):
