@@ -13,6 +13,7 @@ import pytest
 from kcontract.contract.model import DEFAULT_TARGETS
 from kcontract.errors import EnvironmentProblem
 from kcontract.exitcodes import ExitCode
+from kcontract.numerics.fp32_fused import SOURCES
 from kcontract.toolchain import locate, tools
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache
@@ -22,6 +23,7 @@ from kcontract.toolchain.locate import Part, Toolchain, find_toolchain
 from kcontract.toolchain.nvrtc import Compiled, Failed, compile_cubin, load
 from kcontract.toolchain.resources import parse_ptxas_log, res_usage
 from kcontract.toolchain.units import KernelUse, group_units
+from tests.helpers.fused import elementwise_source
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "cuda" / "tiny.cu"
@@ -302,3 +304,12 @@ template __global__ void window_decode<128, float>(const float*);
     assert found == [("window_decode", 5), ("plain_kernel", 7), ("other", 8), ("in_ns", 9)]
     assert base_name("ns::window_decode<128, 256>") == "window_decode"
     assert base_name("tiny_round") == "tiny_round"
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_the_fused_fp32_kernels_compile(name):
+    """What CuPy compiles on a GPU compiles here first: a source error would otherwise show only there."""
+    tool = find_toolchain()
+    built = compile_cubin(str(tool.nvrtc.path), elementwise_source(name), f"{name}.cu", (f"kcontract_{name}",),
+                          "sm_90", (), (str(tool.headers.path),))
+    assert isinstance(built, Compiled), getattr(built, "log", built)

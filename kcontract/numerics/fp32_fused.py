@@ -13,10 +13,10 @@ _ROUND = r"""
     float f = __double2float_rn(s);
     double r = (double)f;
     if (err > 0.0) {
-        double up = (double)nextafterf(f, INFINITY);
+        double up = (double)nextafterf(f, __int_as_float(0x7f800000));
         if (s == __dmul_rn(0.5, __dadd_rn(r, up))) r = up;
     } else if (err < 0.0) {
-        double down = (double)nextafterf(f, -INFINITY);
+        double down = (double)nextafterf(f, __int_as_float(0xff800000));
         if (s == __dmul_rn(0.5, __dadd_rn(r, down))) r = down;
     }
     out = r;
@@ -36,7 +36,7 @@ SOURCES = {
 
 def usable(xp, *arrays) -> bool:
     """Whether the fused kernels apply: CuPy arrays of float64 (anything else takes the generic path)."""
-    return xp.__name__ == "cupy" and all(getattr(a, "dtype", None) == xp.float64 and hasattr(a, "device")
+    return xp.__name__ == "cupy" and all(type(a).__module__.startswith("cupy") and a.dtype == xp.float64
                                           for a in arrays)
 
 

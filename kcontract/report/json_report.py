@@ -54,9 +54,9 @@ def reference_counts(outcomes: list[Outcome], what: str = "references") -> dict:
 
 def stage_seconds(outcomes: list[Outcome]) -> dict:
     """Seconds the run's tasks spent per stage, summed over every gate of every entry and control."""
-    keys = [f"{name}_s" for name in (*STAGES, "other")]
-    total = {key: sum(r.profile.get(key, 0.0) for o in outcomes for r in o.gates.values()) for key in keys}
-    return {key: round(value, 1) for key, value in total.items()}
+    names = [f"{name}_s" for name in (*STAGES, "other")]
+    total = {name: sum(r.profile.get(name, 0.0) for o in outcomes for r in o.gates.values()) for name in names}
+    return {name: round(seconds, 1) for name, seconds in total.items()}
 
 
 def cache_state(counts: dict) -> str:
