@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from kcontract.gatetable import TABLE, Kind
+from tests.helpers.import_cycles import import_cycles
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "kcontract"
@@ -33,6 +34,11 @@ def test_the_layers_hold_and_the_core_imports_no_family():
                           cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "3 kept, 0 broken" in done.stdout
+
+
+def test_no_modules_import_one_another_in_a_circle():
+    pytest.importorskip("grimp", reason="grimp comes with import-linter, in the dev extra: pip install -e '.[dev]'")
+    assert import_cycles("kcontract") == []
 
 
 def test_no_module_outside_the_families_names_a_family_term():

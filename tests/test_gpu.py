@@ -196,3 +196,19 @@ def test_fused_fp32_kernels_give_the_numpy_bits():
             ("fma32", fma32(a, c, b), fma32(cupy.asarray(a), cupy.asarray(c), cupy.asarray(b))),
             ("rn32", rn32(s, err), rn32(cupy.asarray(s), cupy.asarray(err)))):
         assert np.array_equal(host.view(np.uint64), device.get().view(np.uint64)), name
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "fp32"])
+def test_fused_round_to_gives_the_numpy_bits(fmt):
+    """round_to as one CuPy kernel equals numpy's on any float64 bits: subnormals, ties, overflow, NaN and zeros."""
+    import cupy
+
+    from kcontract.numerics import round_to
+
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.integers(0, 2**64, 1 << 20, dtype=np.uint64).view(np.float64),
+                        rng.standard_normal(1 << 20) * np.exp2(rng.integers(-160, 140, 1 << 20)),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 65519.99, 65520.0, 3.41e38, 2.0**-149 * 1.5]])
+    host, device = round_to(x, fmt), round_to(cupy.asarray(x), fmt).get()
+    assert np.array_equal(host.view(np.uint64)[~np.isnan(host)], device.view(np.uint64)[~np.isnan(host)])
+    assert np.array_equal(np.isnan(host), np.isnan(device))

@@ -13,7 +13,7 @@ import pytest
 from kcontract.contract.model import DEFAULT_TARGETS
 from kcontract.errors import EnvironmentProblem
 from kcontract.exitcodes import ExitCode
-from kcontract.numerics.fp32_fused import SOURCES
+from kcontract.numerics.fused import SOURCES
 from kcontract.toolchain import locate, tools
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache

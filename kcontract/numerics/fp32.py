@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fp32_fused as fused
+from . import fused
 from .xp import array_module
 
 FTZ = 2.0**-125  # absolute error of an fp32 result that is subnormal or flushed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import fused
 from .formats import Format
 from .xp import array_module
 from .formats import fmt as as_format
@@ -39,6 +40,8 @@ def round_to(x, fmt: str | Format) -> np.ndarray:
     f = as_format(fmt)
     xp = array_module(x)
     x = xp.asarray(x, dtype=xp.float64)
+    if fused.usable(xp, x) and x.ndim:
+        return fused.kernel(f"round_to_{f.name}")(x)
     with np.errstate(invalid="ignore"):
         small = xp.abs(x) < f.min_normal  # f's subnormal range: grid spacing fixed at the bottom exponent
     r = _rint_bits(xp.array(x, dtype=xp.float64, order="C"), f)

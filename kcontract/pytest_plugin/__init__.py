@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 
 from kcontract.pytest_plugin.markers import register_static
-
-RUNS = pytest.StashKey[dict]()  # resolved contract path -> ContractRun, set when --kcontract is given
-RUNNER = pytest.StashKey[object]()  # the session's TaskRunner, started at the first item
+from kcontract.pytest_plugin.stash import RUNNER, RUNS
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from kcontract.gatetable import title
-from kcontract.pytest_plugin import RUNNER
 from kcontract.pytest_plugin.failures import (
     Crash,
     FailureRepr,
@@ -16,6 +15,7 @@ from kcontract.pytest_plugin.failures import (
 )
 from kcontract.pytest_plugin.markers import family_marker, gate_marker
 from kcontract.pytest_plugin.runner import TaskRunner, gpu_skip_reason, needs_gpu
+from kcontract.pytest_plugin.stash import RUNNER
 from kcontract.pytest_plugin.verdict import judge_control, judge_entry
 from kcontract.report.lines import who
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kcontract.numerics.fp32_fused import SOURCES
+from kcontract.numerics.fused import SOURCES
 
 CTYPES = {"float64": "double"}
 
