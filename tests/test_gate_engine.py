@@ -28,10 +28,10 @@ class FakeFamily:
         return ["c"]
 
 
-def ctx(launcher=None, family=None) -> GateContext:
+def ctx(launcher=None, family=None, control=None) -> GateContext:
     return GateContext(loaded=None, entry=SimpleNamespace(name="e"), family=family or FakeFamily(),
                        kernel=KernelRef(python="m:f"), seed=1, contract_path="x.yaml",
-                       make_launcher=lambda: launcher)
+                       make_launcher=lambda: launcher, control=control)
 
 
 def checked(lo, hi) -> Checked:
@@ -146,3 +146,44 @@ def test_invariance_counts_add_up_and_nan_in_the_base_fails():
     assert not r.passed and r.checked == 24 and r.failures == 3 and r.bit_equal == 21
     assert r.checked == r.bit_equal + r.failures
     assert r.worst.got == "NaN or unwritten"
+
+
+class CountingLauncher(FlipLauncher):
+    """FlipLauncher counting its runs."""
+
+    runs = 0
+
+    def run(self, problem):
+        self.runs += 1
+        return super().run(problem)
+
+
+def test_a_control_stops_at_its_first_red_variant_and_an_entry_runs_every_one():
+    family = FakeFamily()
+    family.cases = lambda suite: ["c", "d"]
+    family.invariance = lambda suite, case: [inv_set((1, 2, 2, 2))]
+    entry, control = CountingLauncher(), CountingLauncher()
+    whole = invariance.run(2, ctx(entry, family))
+    stopped = invariance.run(2, ctx(control, family, control="planted"))
+    assert not whole.passed and entry.runs == 2 * 5 and whole.failures == 2 * 3
+    assert not stopped.passed and control.runs == 3 and stopped.failures == 1  # base, b1, then the first red b2
+    assert stopped.facts["stopped_at_case"] == "c" and stopped.message.endswith("stops at its first red call)")
+
+
+def test_a_control_stops_its_range_gate_at_the_first_red_call():
+    from kcontract.gates import ranges
+
+    family = FakeFamily()
+    family.cases = lambda suite: ["c", "d"]
+    family.checks = lambda suite, case: [checked([[1.0]], [[1.0]]), checked([[1.0]], [[1.0]])]
+    red = SimpleNamespace(calls=0)
+
+    class Launcher:
+        def run(self, problem):
+            red.calls += 1
+            return {"out": rn_bits(np.asarray([[2.0]]), "bf16")}
+
+    r = ranges.run(1, ctx(Launcher(), family, control="planted"))
+    assert not r.passed and red.calls == 1 and r.facts["stopped_at_case"] == "c"
+    red.calls = 0
+    assert not ranges.run(1, ctx(Launcher(), family)).passed and red.calls == 4

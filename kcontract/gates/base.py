@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+STOPPED = " (a control stops at its first red call)"  # said where a control's gate did not run every call
+
 
 @dataclass
 class Offender:

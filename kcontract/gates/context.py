@@ -35,6 +35,18 @@ class GateContext:
     _launcher: Launcher | None = field(default=None, repr=False)
 
     @property
+    def stops_at_red(self) -> bool:
+        """A control (or a mutant) needs one red call to be red at its gate: its gate stops at the first."""
+        return self.control is not None
+
+    def stopped(self, result: GateResult, case: str) -> bool:
+        """Whether the gate stops here (a control gone red), noting where in the result."""
+        if not (self.stops_at_red and result.failures):
+            return False
+        result.facts["stopped_at_case"] = case
+        return True
+
+    @property
     def launcher(self) -> Launcher:
         """The kernel's launcher, made on first use (gate 5 needs none)."""
         if self._launcher is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.gates.base import GateResult, Offender
+from kcontract.gates.base import STOPPED, GateResult, Offender
 from kcontract.gates.context import GateContext
 from kcontract.gates.ranges import as_bits
 from kcontract.gatetable import Kind, gate
@@ -31,13 +31,18 @@ def run(number: int, ctx: GateContext) -> GateResult:
             if inv.orders is not None:
                 told, of, alike = inv.orders
                 result.facts.setdefault("order_probes", {})[case] = {"told_apart": told, "of": of, "alike": list(alike)}
+            if ctx.stopped(result, case):
+                break
         ctx.progress(number, case)
+        if "stopped_at_case" in result.facts:
+            break
     result.facts["variants"] = variants_run
     result.passed = result.failures == 0 and result.checked > 0
     if result.checked == 0:
         result.message = "checked zero outputs: the gate proved nothing"
     elif result.failures:
-        result.message = f"{result.failures} of {result.checked} outputs changed bits across runs or were NaN"
+        result.message = (f"{result.failures} of {result.checked} outputs changed bits across runs or were NaN"
+                          + STOPPED * ("stopped_at_case" in result.facts))
         result.causes = tuple(ctx.family.hints(Kind.INVARIANCE))
     result.replay = ctx.replay(number, result.worst.case if result.worst else None)
     return result
@@ -68,6 +73,8 @@ def _check_set(ctx: GateContext, inv: InvarianceSet, result: GateResult) -> int:
         with stage("compare"):
             _compare(inv, variant, base, got, nan, result)
         del variant, got  # one variant's buffers at a time
+        if ctx.stops_at_red and result.failures:
+            break
     return count
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.gates.base import GateResult, Offender
+from kcontract.gates.base import STOPPED, GateResult, Offender
 from kcontract.gates.context import GateContext
 from kcontract.gatetable import Kind, gate
 from kcontract.numerics import from_bits, ordered, to_bits
@@ -101,7 +101,8 @@ class RangeTally:
         if r.checked == 0:
             r.message = "checked zero outputs: the gate proved nothing"
         elif r.failures:
-            r.message = f"{r.failures} of {r.checked} outputs outside their range or not bit-equal where decided"
+            r.message = (f"{r.failures} of {r.checked} outputs outside their range or not bit-equal where decided"
+                         + STOPPED * ("stopped_at_case" in r.facts))
             r.causes = tuple(ctx.family.hints(Kind.RANGES))
         r.facts["decided_pct"] = round(100.0 * r.decided / r.checked, 2) if r.checked else 0.0
         if len(self.by_output) > 1:
@@ -131,5 +132,7 @@ def run(number: int, ctx: GateContext) -> GateResult:
                 reference = ctx.references.reference(ctx.family, number, checked)
             with stage("compare"):
                 tally.add(checked, reference, outputs)
+            if ctx.stopped(tally.result, case):
+                return tally.finish(ctx)
         ctx.progress(number, case)
     return tally.finish(ctx)
