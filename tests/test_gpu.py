@@ -212,3 +212,22 @@ def test_fused_round_to_gives_the_numpy_bits(fmt):
     host, device = round_to(x, fmt), round_to(cupy.asarray(x), fmt).get()
     assert np.array_equal(host.view(np.uint64)[~np.isnan(host)], device.view(np.uint64)[~np.isnan(host)])
     assert np.array_equal(np.isnan(host), np.isnan(device))
+
+
+def test_fused_kstep_dots_give_the_numpy_bits():
+    """The tensor-core dot replay as one CuPy kernel equals numpy's k-steps bit for bit, zero rows included."""
+    import cupy
+
+    from kcontract.numerics import round_to
+    from kcontract.numerics.tensorcore import kstep_dims, kstep_dots
+
+    rng = np.random.default_rng(8)
+    a = round_to(rng.standard_normal((16, 512)) * np.exp2(rng.integers(-30, 30, (16, 512))), "bf16")
+    b = round_to(rng.standard_normal((1000, 512)) * np.exp2(rng.integers(-30, 30, (1000, 512))), "bf16")
+    a[0], b[1, :256] = 0.0, 0.0
+    for grouping in ("decode", "natural"):
+        groups = kstep_dims(512, grouping)
+        with np.errstate(all="ignore"):
+            host = kstep_dots(a, b, groups, np)
+        device = kstep_dots(cupy.asarray(a), cupy.asarray(b), groups, cupy).get()
+        assert np.array_equal(host.view(np.uint64), device.view(np.uint64)), grouping

@@ -13,7 +13,7 @@ import pytest
 from kcontract.contract.model import DEFAULT_TARGETS
 from kcontract.errors import EnvironmentProblem
 from kcontract.exitcodes import ExitCode
-from kcontract.numerics.fused import SOURCES
+from kcontract.numerics.fused import RAW_SOURCES, SOURCES
 from kcontract.toolchain import locate, tools
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache
@@ -311,5 +311,13 @@ def test_the_fused_fp32_kernels_compile(name):
     """What CuPy compiles on a GPU compiles here first: a source error would otherwise show only there."""
     tool = find_toolchain()
     built = compile_cubin(str(tool.nvrtc.path), elementwise_source(name), f"{name}.cu", (f"kcontract_{name}",),
+                          "sm_90", (), (str(tool.headers.path),))
+    assert isinstance(built, Compiled), getattr(built, "log", built)
+
+
+@pytest.mark.parametrize("name", sorted(RAW_SOURCES))
+def test_the_fused_raw_kernels_compile(name):
+    tool = find_toolchain()
+    built = compile_cubin(str(tool.nvrtc.path), RAW_SOURCES[name].encode(), f"{name}.cu", (f"kcontract_{name}",),
                           "sm_90", (), (str(tool.headers.path),))
     assert isinstance(built, Compiled), getattr(built, "log", built)

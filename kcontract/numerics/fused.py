@@ -64,10 +64,78 @@ SOURCES = {
 }
 
 
+# tensorcore.kstep_dots in one kernel: thread (i, j) runs the k-steps of a[i] . b[j] in step order, each step as
+# tensorcore.kstep does it (products framed at the largest exponent, cut to KEEP_BITS below it, the integer cuts
+# added, which is exact in any order, and the total truncated to fp32).
+KSTEP_DOTS = r"""
+__device__ int raw_exponent(double x) {
+    int e;
+    frexp(x, &e);
+    return max(e - 1, -126);
+}
+
+__device__ double truncate_f32(double x) {
+    float f = __double2float_rn(x);
+    if (fabs((double)f) > fabs(x)) f = nextafterf(f, 0.0f);
+    return (double)f;
+}
+
+extern "C" __global__ void kcontract_kstep_dots(const double* a, const double* b, const int* groups, double* out,
+                                                int m, int n, int k, int steps, int keep_bits) {
+    long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (t >= (long long)m * n) return;
+    const double* ai = a + (t / n) * (long long)k;
+    const double* bj = b + (t % n) * (long long)k;
+    double acc = 0.0;
+    for (int s = 0; s < steps; ++s) {
+        const int* g = groups + s * 16;
+        int frame = acc != 0.0 ? raw_exponent(acc) : -1000000;
+        for (int i = 0; i < 16; ++i) {
+            double x = ai[g[i]], y = bj[g[i]];
+            if (__dmul_rn(x, y) != 0.0) frame = max(frame, raw_exponent(x) + raw_exponent(y));
+        }
+        if (frame <= -100000) { acc = __dmul_rn(acc, 0.0); continue; }
+        double unit = ldexp(1.0, frame - keep_bits);
+        double cut = trunc(acc / unit);
+        for (int i = 0; i < 16; ++i) cut = __dadd_rn(cut, trunc(__dmul_rn(ai[g[i]], bj[g[i]]) / unit));
+        acc = truncate_f32(__dmul_rn(cut, unit));
+    }
+    out[t] = acc;
+}
+"""
+
+
+RAW_SOURCES = {"kstep_dots": KSTEP_DOTS}
+
+
 def usable(xp, *arrays) -> bool:
     """Whether the fused kernels apply: CuPy arrays of float64 (anything else takes the generic path)."""
     return xp.__name__ == "cupy" and all(type(a).__module__.startswith("cupy") and a.dtype == xp.float64
                                           for a in arrays)
+
+
+def kstep_dots(a, b, groups, keep_bits: int):
+    """[m, n] tensor-core dot products of a [m, K] and b [n, K] (CuPy float64) in the k-steps `groups` [S, 16]."""
+    import cupy
+
+    a, b = cupy.ascontiguousarray(a), cupy.ascontiguousarray(b)
+    g = cupy.ascontiguousarray(cupy.asarray(groups, dtype=cupy.int32))
+    m, n = a.shape[0], b.shape[0]
+    out = cupy.empty((m, n), dtype=cupy.float64)
+    if m * n:
+        threads = 128
+        raw_kernel("kstep_dots")(((m * n + threads - 1) // threads,), (threads,),
+                                  (a, b, g, out, cupy.int32(m), cupy.int32(n), cupy.int32(a.shape[1]),
+                                   cupy.int32(g.shape[0]), cupy.int32(keep_bits)))
+    return out
+
+
+@functools.cache
+def raw_kernel(name: str):
+    """A CuPy raw kernel of this module (compiled once per process)."""
+    import cupy
+
+    return cupy.RawKernel(RAW_SOURCES[name], f"kcontract_{name}")
 
 
 @functools.cache

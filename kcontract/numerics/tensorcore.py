@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import fused
 from .xp import array_module
 
 KEEP_BITS = 25  # bits kept below the frame exponent
@@ -50,6 +51,8 @@ def kstep_dots(a, b, groups, xp=None):
     """[m, n] dot products of rows a [m, K] with rows b [n, K] (bf16 values as float64) in k-steps from 0: step s
     takes the reduction indices groups[s] ([K / 16, 16])."""
     xp = xp or array_module(b)
+    if fused.usable(xp, a, b):
+        return fused.kstep_dots(a, b, groups, KEEP_BITS)
     groups = xp.asarray(groups)
     acc = xp.zeros((a.shape[0], b.shape[0]))
     for step in range(groups.shape[0]):
