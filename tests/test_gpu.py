@@ -219,7 +219,8 @@ def test_fused_kstep_dots_give_the_numpy_bits():
     import cupy
 
     from kcontract.numerics import round_to
-    from kcontract.numerics.tensorcore import kstep_dims, kstep_dots
+    from kcontract.families.attention.tensorcore import kstep_dims
+    from kcontract.numerics.tensorcore import kstep_dots
 
     rng = np.random.default_rng(8)
     a = round_to(rng.standard_normal((16, 512)) * np.exp2(rng.integers(-30, 30, (16, 512))), "bf16")
