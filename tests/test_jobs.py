@@ -15,6 +15,7 @@ from kcontract.runner import execute as execute_module
 from kcontract.runner.execute import execute
 from kcontract.runner.job import jobs_for
 from kcontract.runner.plan import Selection, plan_tasks
+from tests.helpers.call_path import modules_until
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = "tests/contracts/cpu.yaml"
@@ -55,3 +56,15 @@ def test_the_parent_reads_a_cuda_entrys_exports_into_its_jobs():
     tasks = plan_tasks(loaded, str(ROOT / "contract.yaml"), router)
     (job,) = jobs_for(loaded, tasks)
     assert job.exports["tile_k"] == 64 and job.exports["m64n128_tile_m"] == 64
+
+
+def test_a_job_reaches_its_gate_through_three_modules(monkeypatch):
+    """From execute (which the worker's loop, runner/pool.py, calls with the job it received) to the gate's kind:
+    execute, the gate table's dispatch and the kind, no module between."""
+    from kcontract.gates import ranges
+
+    monkeypatch.chdir(ROOT)
+    loaded = load_contract(CPU)
+    (job,) = jobs_for(loaded, plan_tasks(loaded, CPU, ONE_GATE))
+    path = modules_until(ranges.run, lambda: execute(job, fresh=True))
+    assert path == ["runner/execute.py", "gates/__init__.py", "gates/ranges.py"]
