@@ -14,7 +14,7 @@ from kcontract.families.rmsnorm.orders import alternative_orders as rms_orders
 from kcontract.families.rmsnorm.orders import probe_rows as rms_probe_rows
 from kcontract.families.rmsnorm.orders import separated as rms_separated
 from kcontract.numerics import round_to
-from tests.helpers.runs import gate_of_first
+from tests.helpers.runs import gate_of_first, gate_run
 
 CONTRACT = """version: 1
 seed: 1
@@ -44,11 +44,27 @@ def test_the_probes_are_built_against_every_plausible_split_and_replay_seven_ord
     assert separated([{"a": a, "b": b}], 4, 1)[:2] == (0, 7)
 
 
+# the control's fault registered as an entry too, a known finding: an entry's gate tallies every variant
+SPLIT_AS_ENTRY = CONTRACT.replace("controls:", """  - name: split_as_entry
+    family: matmul
+    kernel: {python: "tests.doubles.matmul:sequential_split_from_rows"}
+    arithmetic: {accumulate: fp32, split_k: 1, k_tile: 64, out: fp32}
+    cases:
+      - {name: m6_k1024_n32, m: 6, k: 1024, n: 32}
+known_findings:
+  - {entry: split_as_entry, gate: 2, reason: "the split-from-M fault, tallied over every variant"}
+controls:""")
+
+
 @pytest.mark.parametrize("seed", range(1, 11))
 def test_a_split_chosen_from_m_under_a_declared_whole_k_is_red_on_every_seed(tmp_path, seed):
-    entry, control, printed = gate_of_first(tmp_path, CONTRACT, seed, 2)
+    doc, printed = gate_run(tmp_path, SPLIT_AS_ENTRY, seed, 2)
+    entry, whole_fault = (e["gates"]["2"] for e in doc["entries"])
+    control = doc["controls"][0]["gates"]["2"]
     assert entry["passed"] and entry["facts"]["order_probes"]["m6_k1024_n32"]["told_apart"] == 7
-    assert not control["passed"] and control["failures"] > 100, control["failures"]
+    assert not whole_fault["passed"] and whole_fault["failures"] > 100, whole_fault["failures"]
+    assert not control["passed"] and control["facts"]["stopped_at_case"] == "m6_k1024_n32"  # at its first red call
+    assert 0 < control["failures"] < whole_fault["failures"] and control["checked"] < whole_fault["checked"]
     assert "order probes tell apart 7 of 7 orders" in printed
 
 

@@ -8,14 +8,19 @@ from pathlib import Path
 from tests.helpers.cli import ROOT, kcontract
 
 
-def gate_of_first(tmp_path: Path, contract_text: str, seed: int, gate: int) -> tuple[dict, dict, str]:
-    """Run `gate` of a one-entry, one-control contract at `seed`; the entry's and the control's results for that
-    gate, and what the run printed."""
+def gate_run(tmp_path: Path, contract_text: str, seed: int, gate: int) -> tuple[dict, str]:
+    """Run `gate` of a contract at `seed`, passing (known findings allowed); its JSON report and what it printed."""
     contract = tmp_path / "c.yaml"
     contract.write_text(contract_text.replace("seed: 1", f"seed: {seed}"))
     report = tmp_path / "run.json"
     done = kcontract("run", "--contract", str(contract), "--gate", str(gate), "--jobs", "1", "--json", str(report),
                      env={"PYTHONPATH": str(ROOT), "KCONTRACT_CACHE": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    doc = json.loads(report.read_text())
-    return doc["entries"][0]["gates"][str(gate)], doc["controls"][0]["gates"][str(gate)], done.stdout
+    return json.loads(report.read_text()), done.stdout
+
+
+def gate_of_first(tmp_path: Path, contract_text: str, seed: int, gate: int) -> tuple[dict, dict, str]:
+    """Run `gate` of a one-entry, one-control contract at `seed`; the entry's and the control's results for that
+    gate, and what the run printed."""
+    doc, printed = gate_run(tmp_path, contract_text, seed, gate)
+    return doc["entries"][0]["gates"][str(gate)], doc["controls"][0]["gates"][str(gate)], printed
