@@ -45,16 +45,11 @@ def test_the_probes_are_built_against_every_plausible_split_and_replay_seven_ord
 
 
 # the control's fault registered as an entry too, a known finding: an entry's gate tallies every variant
-SPLIT_AS_ENTRY = CONTRACT.replace("controls:", """  - name: split_as_entry
-    family: matmul
-    kernel: {python: "tests.doubles.matmul:sequential_split_from_rows"}
-    arithmetic: {accumulate: fp32, split_k: 1, k_tile: 64, out: fp32}
-    cases:
-      - {name: m6_k1024_n32, m: 6, k: 1024, n: 32}
-known_findings:
+WHOLE_ENTRY = CONTRACT[CONTRACT.index("  - name: whole"):CONTRACT.index("controls:")]
+SPLIT_AS_ENTRY = CONTRACT.replace("controls:", WHOLE_ENTRY.replace("name: whole", "name: split_as_entry").replace(
+    "tests.doubles.matmul:matmul", "tests.doubles.matmul:sequential_split_from_rows") + """known_findings:
   - {entry: split_as_entry, gate: 2, reason: "the split-from-M fault, tallied over every variant"}
 controls:""")
-
 
 @pytest.mark.parametrize("seed", range(1, 11))
 def test_a_split_chosen_from_m_under_a_declared_whole_k_is_red_on_every_seed(tmp_path, seed):

@@ -306,18 +306,11 @@ template __global__ void window_decode<128, float>(const float*);
     assert base_name("tiny_round") == "tiny_round"
 
 
-@pytest.mark.parametrize("name", sorted(SOURCES))
-def test_the_fused_fp32_kernels_compile(name):
+@pytest.mark.parametrize("name", [*sorted(SOURCES), *sorted(RAW_SOURCES)])
+def test_the_fused_kernels_compile(name):
     """What CuPy compiles on a GPU compiles here first: a source error would otherwise show only there."""
     tool = find_toolchain()
-    built = compile_cubin(str(tool.nvrtc.path), elementwise_source(name), f"{name}.cu", (f"kcontract_{name}",),
-                          "sm_90", (), (str(tool.headers.path),))
-    assert isinstance(built, Compiled), getattr(built, "log", built)
-
-
-@pytest.mark.parametrize("name", sorted(RAW_SOURCES))
-def test_the_fused_raw_kernels_compile(name):
-    tool = find_toolchain()
-    built = compile_cubin(str(tool.nvrtc.path), RAW_SOURCES[name].encode(), f"{name}.cu", (f"kcontract_{name}",),
-                          "sm_90", (), (str(tool.headers.path),))
+    source = elementwise_source(name) if name in SOURCES else RAW_SOURCES[name].encode()
+    built = compile_cubin(str(tool.nvrtc.path), source, f"{name}.cu", (f"kcontract_{name}",), "sm_90", (),
+                          (str(tool.headers.path),))
     assert isinstance(built, Compiled), getattr(built, "log", built)

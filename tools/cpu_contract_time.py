@@ -46,7 +46,7 @@ def gate_rows(document: dict) -> list[tuple[str, int, float, dict]]:
 def show(label: str, wall: float, document: dict, jobs: str, top: int) -> None:
     """Wall time, task seconds per stage, the time outside the tasks and the heaviest gates of one run."""
     rows = gate_rows(document)
-    staged = {stage: sum(p.get(f"{stage}_s", 0.0) for *_, p in rows) for stage in STAGES}
+    staged = {stage: document["stages"][f"{stage}_s"] for stage in STAGES}  # the run's own sums over its gates
     busy = sum(seconds for _, _, seconds, _ in rows)
     workers = int(jobs) if jobs.isdigit() else os.cpu_count() or 1
     print(f"{label} on {jobs} jobs ({os.cpu_count()} cores here): {wall:.1f} s wall")
