@@ -184,13 +184,14 @@ def in_process() -> bool:
 
 
 def run_in_workers(work: list[Job], jobs: int, on_progress: Callable[[Progress], None],
-                   on_done: Callable[[Outcome], None], budget: DeviceBudget | None = None) -> list[Outcome]:
+                   on_done: Callable[[Outcome], None], budget: DeviceBudget | None = None,
+                   durations: dict | None = None) -> list[Outcome]:
     """Run jobs on `jobs` workers side by side, each started once its device bytes fit the budget; outcomes come
-    back in job order. Ctrl-C ends every worker."""
+    back in job order, started longest first by `durations` (start_order). Ctrl-C ends every worker."""
     budget = budget or DeviceBudget(0)
     tasks = [job.task for job in work]
     todo: queue.Queue = queue.Queue()
-    for index in start_order(tasks):
+    for index in start_order(tasks, durations):
         todo.put((index, work[index]))
     outcomes: list[Outcome | None] = [None] * len(tasks)
     lock = threading.Lock()

@@ -11,7 +11,7 @@ from kcontract.launch.cuda import target_for
 from kcontract.machine import usable_cores
 from kcontract.verdict.outcome import Task
 from kcontract.sassdiff.unchanged import unchanged_patches
-from kcontract.toolchain.build import build
+from kcontract.toolchain.build import Build, build
 from kcontract.toolchain.built_exports import exports_sms
 from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.units import unit_of
@@ -20,29 +20,46 @@ RECORDS_GATE = records_gate().number  # compiles for every target SM; the other 
 
 
 def prebuild(loaded, tasks: list[Task], device_sm: str | None) -> str | None:
-    """Compile the tasks' CUDA units (every target for the records gate, the device's target otherwise); one line saying
-    what was built, or None when nothing was. Failures are left to the tasks, which report them by gate; a
-    control's patch that changes no machine code is a ContractError."""
+    """Compile the tasks' CUDA units: for every target those of the records gate's tasks (and every unit where no
+    GPU is named), the others for the device's target and an entry's for the SM the parent reads exports from; one
+    line saying what was built, or None when nothing was. Failures are left to the tasks, which report them by
+    gate; a control's patch that changes no machine code is a ContractError."""
     kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
-    units, every_target = {}, False
+    own = None if device_sm is None else [target_for(device_sm, loaded.targets)]
+    units, needs = {}, {}
     for task in tasks:
         cuda = kernels[task.name].cuda
         if cuda is None:
             continue
         unit = unit_of(loaded, cuda)
         units[unit.ident] = unit
-        every_target |= RECORDS_GATE in task.gates
+        every = own is None or RECORDS_GATE in task.gates
+        exports = exports_sms(loaded) if task.kind == "entry" else []  # a control's job takes its entry's exports
+        needs.setdefault(unit.ident, set()).update(loaded.targets if every else own + exports)
     if not units:
         return None
-    sms = list(loaded.targets) if every_target or device_sm is None else list(dict.fromkeys(
-        [target_for(device_sm, loaded.targets)] + exports_sms(loaded)))  # and where the parent reads exports
     began = time.monotonic()
-    built = build(list(units.values()), sms, CompileCache(cache_root(loaded.path)),
-                  Path(loaded.path).resolve().parent, jobs=usable_cores())
+    groups: dict[tuple[str, ...], list] = {}
+    for ident, unit in units.items():
+        groups.setdefault(tuple(sorted(needs[ident])), []).append(unit)
+    cache, base = CompileCache(cache_root(loaded.path)), Path(loaded.path).resolve().parent
+    built = merged([build(group, list(sms), cache, base, jobs=usable_cores()) for sms, group in groups.items()])
     unchanged = unchanged_patches(loaded, built, sass=False)
     if unchanged:
         unchanged[0].others = unchanged[1:]
         raise unchanged[0]
-    return (f"compile: {built.compiled + built.cached} cubins ({len(units)} sources x "
-            f"{len(sms) - len(built.skipped)} SMs), {built.cached} cached, {len(built.failures)} failed, "
-            f"{time.monotonic() - began:.1f} s")
+    most = max(len(set(sms) - set(built.skipped)) for sms in groups)
+    return (f"compile: {built.compiled + built.cached} cubins ({len(units)} sources on up to {most} SMs), "
+            f"{built.cached} cached, {len(built.failures)} failed, {time.monotonic() - began:.1f} s")
+
+
+def merged(builds: list[Build]) -> Build:
+    """One Build holding every part's modules, failures, skipped SMs and counts."""
+    whole = Build(builds[0].toolchain)
+    for part in builds:
+        whole.modules.update(part.modules)
+        whole.failures += part.failures
+        whole.skipped = sorted(set(whole.skipped) | set(part.skipped))
+        whole.compiled += part.compiled
+        whole.cached += part.cached
+    return whole

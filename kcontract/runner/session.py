@@ -59,9 +59,9 @@ def auto_jobs(loaded: LoadedContract, gpu: bool) -> tuple[int, str]:
 
 
 def run_tasks(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
-              on_done: Callable[[Outcome], None], gpu: bool = False) -> list[Outcome]:
-    """Run tasks as jobs (jobs_for) in worker processes (on a GPU within its free memory); in this process when
-    KCONTRACT_IN_PROCESS=1."""
+              on_done: Callable[[Outcome], None], gpu: bool = False, durations: dict | None = None) -> list[Outcome]:
+    """Run tasks as jobs (jobs_for) in worker processes (on a GPU within its free memory), the longest first by
+    `durations` (seconds per kind, name and gate when they last ran); in this process when KCONTRACT_IN_PROCESS=1."""
     work = jobs_for(loaded, tasks)
     if in_process():
         from kcontract.runner.execute import execute
@@ -76,13 +76,14 @@ def run_tasks(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress:
                          for t in tasks[len(outcomes):]]
         return outcomes
     budget = device_budget(tasks, jobs, free_gpu_memory()) if gpu else None
-    return run_in_workers(work, jobs, on_progress, on_done, budget)
+    return run_in_workers(work, jobs, on_progress, on_done, budget, durations)
 
 
 def run_contract(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
-                 on_done: Callable[[Outcome], None], whole: bool, gpu: bool = False) -> RunResult:
+                 on_done: Callable[[Outcome], None], whole: bool, gpu: bool = False,
+                 durations: dict | None = None) -> RunResult:
     """Run every task and summarise; a whole-contract run also fails on record files with no entry."""
-    outcomes = merge_outcomes(run_tasks(loaded, tasks, jobs, on_progress, on_done, gpu))
+    outcomes = merge_outcomes(run_tasks(loaded, tasks, jobs, on_progress, on_done, gpu, durations))
     entries = [o for o in outcomes if o.task.kind == "entry"]
     controls = [o for o in outcomes if o.task.kind == "control"]
     planted = {c.name: c.gate for c in loaded.controls}

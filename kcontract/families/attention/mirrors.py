@@ -88,20 +88,23 @@ def chunk_pattern_on_set(cid: np.ndarray, kh: int) -> np.ndarray:
 
 
 def mirror_sums(row: RowData, shape: Shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact numerator [Hq, D], denominator [Hq, 1] and sum of |v| [Hq, D] of a mirror row (weights 0 or 1)."""
+    """Exact numerator [Hq, D], denominator [Hq, 1] and sum of |v| [Hq, D] of a mirror row (weights 0 or 1): the
+    sums are formed once per key head and set of on keys, which the heads of a group mostly share."""
     q, k, v = row.floats()
     num = np.zeros((shape.q_heads, shape.head_dim))
     mag = np.zeros_like(num)
     den = np.zeros((shape.q_heads, 1))
-    for h in range(shape.q_heads):
-        kh = h // shape.group
-        scores = k[:, kh] @ q[h]
-        on = scores == scores.max()  # all scores are 0 or a hard-off value far below
-        if not (sums_exact(v[on, kh], axis=0).all() and sums_exact(on)):  # every partial sum, in any order
-            raise ValueError("mirror sums leave fp32's exact integers: lower mirror.max_keys")
-        num[h] = v[on, kh].sum(axis=0)
-        mag[h] = np.abs(v[on, kh]).sum(axis=0)
-        den[h] = on.sum()
+    for kh in range(shape.kv_heads):
+        heads = np.arange(kh * shape.group, (kh + 1) * shape.group)
+        scores = q[heads] @ k[:, kh].T  # [G, n]
+        on = scores == scores.max(axis=1, keepdims=True)  # all scores are 0 or a hard-off value far below
+        sets, which = np.unique(on, axis=0, return_inverse=True)
+        for i, keys in enumerate(sets):
+            vs = v[keys, kh]
+            if not (sums_exact(vs, axis=0).all() and sums_exact(keys)):  # every partial sum, in any order
+                raise ValueError("mirror sums leave fp32's exact integers: lower mirror.max_keys")
+            at = heads[which.reshape(-1) == i]
+            num[at], mag[at], den[at] = vs.sum(axis=0), np.abs(vs).sum(axis=0), keys.sum()
     return num, den, mag
 
 

@@ -275,15 +275,19 @@ class AttentionPrompt(WindowAttention):
         else:
             chunks = [same_query_sequence(s, mirror_b_row(self.spec.shape, key_span(s, window), s.end, c,
                                                           self.scale)) for s in seqs]
-        rows = [r for s in chunks for r in s.rows(window)]
-        return Checked(label, self._build(label, chunks, window), lambda: self._mirror_reference(rows),
-                       notes={"rows": [r.tag for r in rows]})
+        tags = [r.tag for s in chunks for r in s.rows(window)]
+        return Checked(label, self._build(label, chunks, window), lambda: self._mirror_reference(chunks, window),
+                       notes={"rows": tags})
 
-    def _mirror_reference(self, rows: list) -> Reference:
-        """Mirror A's or B's exact output, and each row's largest score where the fused ABI writes it."""
-        ref = mirror_reference(rows, self.spec.shape, self.spec.arithmetic)
+    def _mirror_reference(self, chunks: list[PromptSeq], window: Window) -> Reference:
+        """Mirror A's or B's exact output, and each row's largest score where the fused ABI writes it (from one
+        batched score replay per chunk)."""
+        a = self.spec.arithmetic
+        rows = [r for s in chunks for r in (with_shared_scores(s, window, self.scale, a.score_grouping) if self.fused
+                                            else s.rows(window))]
+        ref = mirror_reference(rows, self.spec.shape, a)
         if self.fused:
-            ref.expected.append(row_maxima(rows, self.spec.arithmetic, self.scale))
+            ref.expected.append(row_maxima(rows, a, self.scale))
         return ref
 
     def bench_calls(self, sizes: dict[str, tuple[int, ...]]) -> list:
