@@ -7,7 +7,7 @@ import numpy as np
 from kcontract.numerics import bf16_from_f32_bits
 
 CHUNK = 256
-CHUNKS_PER_BLOCK = 4  # chunks gathered and summed together (no effect on the bits)
+CHUNKS_PER_BLOCK = 16  # chunks gathered and summed together (no effect on the bits)
 SCORE_KEYS = 32  # keys per score product buffer (no effect on the bits)
 LANES_PER_STEP = 32  # lanes weighed and added per step of o's sum (no effect on the bits)
 

@@ -7,7 +7,7 @@ import numpy as np
 from kcontract.families.attention.realistic import add_peaks, realistic_row
 from kcontract.families.attention.spec import Shape, Stress, Values
 from kcontract.families.attention.window import Window
-from kcontract.numerics import rn_bits
+from kcontract.numerics import from_bits, rn_bits
 
 
 def stress_positions(stress: Stress, chunk: int) -> list[int]:
@@ -28,19 +28,19 @@ def stress_row(rng: np.random.Generator, shape: Shape, values: Values, window: W
     sorts the heights, so the running maximum of an online merge grows at every chunk and each rescale of its
     running sums counts."""
     row = realistic_row(rng, shape, values, window, pos, "mean-shifted", scale)
-    q, k, v = row.floats()
+    q = from_bits(row.q, "bf16")
     cid = (np.arange(row.first, pos + 1) // chunk) - row.first // chunk
     chunks = np.unique(cid)
+    peaks = np.array([np.flatnonzero(cid == c)[[0, -1, (cid == c).sum() // 2][c % 3]] for c in chunks])
+    k = from_bits(row.k[peaks], "bf16")  # the peaked keys: the only ones that change
     rise = np.sort(rng.uniform(0.0, gap_nats, size=len(chunks))) if rising else None
-    for c in chunks:
-        idx = np.flatnonzero(cid == c)
-        where = idx[[0, -1, len(idx) // 2][c % 3]]  # the peak sits on the chunk's first, last or middle key
+    for i, c in enumerate(chunks):  # the peak sits on the chunk's first, last or middle key
         if rise is not None:
             height = rise[c]
         else:
             height = gap_nats if c % 7 == 0 else rng.uniform(0.0, gap_nats)
-        add_peaks(rng, q, k, shape, 1, height, scale, where=np.array([where]))
-    row.k = rn_bits(k, "bf16")
+        add_peaks(rng, q, k, shape, 1, height, scale, where=np.array([i]))
+    row.k[peaks] = rn_bits(k, "bf16")
     row.tag = "merge-stress"
     return row
 
