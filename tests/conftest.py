@@ -62,6 +62,19 @@ def share_blas_threads(config) -> None:
         os.environ.setdefault(name, str(max(1, cores // max(1, count))))
 
 
+# test files that take longest, in the order xdist hands them out first (--dist loadfile deals files in item order),
+# so no long file starts last and leaves the other workers idle; the rest follow in collection order
+LONGEST_FIRST = ("test_installed.py", "test_mutate.py", "test_install.py", "test_drift.py", "test_order_probes.py",
+                 "test_pytest_plugin.py", "test_fused_prompt.py", "test_decode_rigor.py", "test_replay.py",
+                 "test_refcache.py", "test_bench_plot.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest test files first (LONGEST_FIRST), each file's items kept together and in order."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def pytest_unconfigure(config):
     shared = getattr(config, "kcontract_shared", None)
     if shared is not None:

@@ -62,7 +62,9 @@ def sequential_split_from_rows(a, b, out, *, m, n, k):
     pieces = [(0, k // 2), (k // 2, k)] if len(a) <= 8 else [(0, k)]
     total = np.zeros((af.shape[0], bf.shape[0]), np.float32)
     for lo, hi in pieces:
-        part = np.cumsum(af[:, None, lo:hi] * bf[None, :, lo:hi], axis=-1, dtype=np.float32)[..., -1]
+        products = np.multiply(af.T[lo:hi, :, None], bf.T[lo:hi, None, :], order="C")  # [K, M, N], C order:
+        # numpy adds along its axis 0 one term after another
+        part = np.add.reduce(products, axis=0, dtype=np.float32)
         total = (total + part).astype(np.float32)
     write(out, total)
 

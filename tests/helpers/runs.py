@@ -14,7 +14,8 @@ def gate_run(tmp_path: Path, contract_text: str, seed: int, gate: int) -> tuple[
     contract.write_text(contract_text.replace("seed: 1", f"seed: {seed}"))
     report = tmp_path / "run.json"
     done = kcontract("run", "--contract", str(contract), "--gate", str(gate), "--jobs", "1", "--json", str(report),
-                     env={"PYTHONPATH": str(ROOT), "KCONTRACT_CACHE": str(tmp_path / "cache")})
+                     env={"PYTHONPATH": str(ROOT), "KCONTRACT_CACHE": str(tmp_path / "cache"),
+                          "KCONTRACT_IN_PROCESS": "1"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads(report.read_text()), done.stdout
 
