@@ -32,17 +32,22 @@ def _truncate_f32(x, xp):
     return xp.where(over, toward, f).astype(xp.float64)
 
 
+def _exponents(x, xp):
+    """Each nonzero term's raw exponent; -10**6 for a zero, which a sum of two such exponents keeps far below any
+    frame (a zero factor's product is left out of it)."""
+    return xp.where(x != 0, _raw_exponent(x, xp), -10**6)
+
+
 def kstep(c, a, b, xp=None):
-    """One k-step for many sums: c [...], a and b [..., 16] bf16 values (float64); returns fp32 values as float64."""
+    """One k-step for many sums: c [...], a and b bf16 values (float64) that broadcast to [..., 16]; returns fp32
+    values as float64. Exponents are taken of a and b as given, so operands left unbroadcast cost less."""
     xp = xp or array_module(c)
     products = a * b  # exact: bf16 x bf16 has at most 16 significant bits
-    ea, eb = _raw_exponent(a, xp), _raw_exponent(b, xp)
-    pe = xp.where(products != 0, ea + eb, -10**6)
-    ce = xp.where(c != 0, _raw_exponent(c, xp), -10**6)
-    frame = xp.maximum(pe.max(axis=-1), ce)
+    frame = xp.maximum((_exponents(a, xp) + _exponents(b, xp)).max(axis=-1), _exponents(c, xp))
     unit = xp.ldexp(xp.ones_like(c), frame - KEEP_BITS)
-    with np.errstate(invalid="ignore"):  # a step of zero terms divides 0 by 0: replaced by c * 0 below
-        cut = xp.trunc(products / unit[..., None]).sum(axis=-1) + xp.trunc(c / unit)  # exact integers below 2^53
+    with np.errstate(over="ignore", invalid="ignore"):  # a step of zero terms scales by inf: replaced by c * 0 below
+        scale = xp.ldexp(xp.ones_like(c), KEEP_BITS - frame)  # 1 / unit, exact: multiplying by it is dividing
+        cut = xp.trunc(products * scale[..., None]).sum(axis=-1) + xp.trunc(c * scale)  # exact integers below 2^53
     total = cut * unit
     return xp.where(frame > -10**5, _truncate_f32(total, xp), c * 0.0)
 
@@ -56,8 +61,5 @@ def kstep_dots(a, b, groups, xp=None):
     groups = xp.asarray(groups)
     acc = xp.zeros((a.shape[0], b.shape[0]))
     for step in range(groups.shape[0]):
-        x = a[:, groups[step]][:, None, :]  # [m, 1, 16]
-        y = b[:, groups[step]][None, :, :]  # [1, n, 16]
-        acc = kstep(acc, xp.broadcast_to(x, (a.shape[0], b.shape[0], STEP)),
-                    xp.broadcast_to(y, (a.shape[0], b.shape[0], STEP)), xp)
+        acc = kstep(acc, a[:, groups[step]][:, None, :], b[:, groups[step]][None, :, :], xp)  # [m, 1, 16], [1, n, 16]
     return acc

@@ -48,10 +48,9 @@ def pv_steps(p: np.ndarray, v: np.ndarray, p_bf16: bool) -> np.ndarray:
     acc = np.zeros(p.shape[:-1] + (v.shape[1],))
     parts = bf16_parts(p, p_bf16)
     for s0 in range(0, p.shape[-1], STEP):
-        b = np.broadcast_to(v[s0:s0 + STEP].T, acc.shape + (STEP,))
+        b = v[s0:s0 + STEP].T  # [D, 16]: broadcast by the k-step against each part's [..., 1, 16]
         for part in parts:
-            a = np.broadcast_to(part[..., None, s0:s0 + STEP], acc.shape + (STEP,))
-            acc = kstep(acc, a, b)
+            acc = kstep(acc, part[..., None, s0:s0 + STEP], b)
     return acc.astype(F32)
 
 

@@ -98,12 +98,15 @@ def mirror_sums(row: RowData, shape: Shape) -> tuple[np.ndarray, np.ndarray, np.
         heads = np.arange(kh * shape.group, (kh + 1) * shape.group)
         scores = q[heads] @ k[:, kh].T  # [G, n]
         on = scores == scores.max(axis=1, keepdims=True)  # all scores are 0 or a hard-off value far below
-        sets, which = np.unique(on, axis=0, return_inverse=True)
-        for i, keys in enumerate(sets):
+        sets: dict[bytes, list[int]] = {}
+        for i, keys in enumerate(on):
+            sets.setdefault(keys.tobytes(), []).append(i)
+        for members in sets.values():
+            keys = on[members[0]]
             vs = v[keys, kh]
             if not (sums_exact(vs, axis=0).all() and sums_exact(keys)):  # every partial sum, in any order
                 raise ValueError("mirror sums leave fp32's exact integers: lower mirror.max_keys")
-            at = heads[which.reshape(-1) == i]
+            at = heads[members]
             num[at], mag[at], den[at] = vs.sum(axis=0), np.abs(vs).sum(axis=0), keys.sum()
     return num, den, mag
 

@@ -137,10 +137,12 @@ def _o_range(p_lo, p_hi, p_ref, vg, starts, sizes, arith: Arithmetic):
         local = starts[c0:c1] - k0
         idx, inside = _padded_index(local, k1 - k0, xp)
         vpad = xp.where(inside[..., None], vb[xp.minimum(idx, k1 - k0 - 1)], 0.0)  # [nc, C, D]
-        for name, w in (("mid", mid), ("rad", rad), ("abs", p_hi), ("ref", p_ref)):
-            wpad = xp.where(inside[None], w[:, k0:k1][:, xp.minimum(idx, k1 - k0 - 1)], 0.0)  # [G, nc, C]
-            vv = xp.abs(vpad) if name in ("rad", "abs") else vpad
-            sums[name].append(xp.einsum("gcj,cjd->gcd", wpad, vv))
+        at = xp.minimum(idx, k1 - k0 - 1)
+        for names, vv in ((("mid", "ref"), vpad), (("rad", "abs"), xp.abs(vpad))):
+            w = xp.stack([{"mid": mid, "ref": p_ref, "rad": rad, "abs": p_hi}[n][:, k0:k1][:, at] for n in names])
+            w = xp.where(inside[None, None], w, 0.0).transpose(0, 2, 1, 3)  # [2, nc, G, C]
+            for name, got in zip(names, xp.matmul(w, vv[None])):  # [nc, G, D] each
+                sums[name].append(got.transpose(1, 0, 2))
     mid_s, rad_s, abs_s, ref_s = (xp.concatenate(sums[n], axis=1) for n in ("mid", "rad", "abs", "ref"))
     if arith.pv == "mma_bf16":
         rel = [kstep_sum_error(int(n), arith.chunk, pv_parts(arith.prob_round)) for n in sizes]
