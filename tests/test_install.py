@@ -51,6 +51,23 @@ def source(tmp_path_factory) -> Path:
     return where
 
 
+@pytest.fixture(scope="module")
+def resolver(tmp_path_factory) -> Path:
+    """One fresh virtual environment for the dry-run resolutions, which install nothing into it; its python."""
+    return fresh_venv(tmp_path_factory.mktemp("resolver") / "venv")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, source, resolver) -> str:
+    """The source built once into a wheel, as a requirement with `{}` for its extras: resolving it reads the same
+    metadata as `-e source[...]` without building it again for every resolution."""
+    folder = tmp_path_factory.mktemp("wheel")
+    done = pip(resolver, "wheel", "--quiet", "--no-deps", "-w", str(folder), str(source))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (wheel,) = folder.glob("kcontract-*.whl")
+    return f"kcontract{{}} @ {wheel.as_uri()}"
+
+
 def fresh_venv(where: Path) -> Path:
     """A new virtual environment with pip; its python."""
     venv.EnvBuilder(with_pip=True).create(where)
@@ -91,22 +108,22 @@ def test_it_installs_beside_torchs_cuda_13_toolkit_and_compiles_with_its_nvrtc(t
     assert "SUMMARY check passed" in proc.stdout and "gate-5 controls: 2 red as planted, 0 missed" in proc.stdout
 
 
-def test_the_cuda_12_extras_bring_no_cuda_13_wheel(tmp_path, source):
-    python = fresh_venv(tmp_path / "venv")
+def test_the_cuda_12_extras_bring_no_cuda_13_wheel(tmp_path, built, resolver):
     for extra in ("cuda12", "cu12"):
-        found = resolved(python, tmp_path / f"{extra}.json", *TORCH_CU128, "-e", f"{source}[{extra}]")
+        found = resolved(resolver, tmp_path / f"{extra}.json", *TORCH_CU128, built.format(f"[{extra}]"))
         assert found["nvidia-cuda-nvrtc-cu12"] == "12.8.93" and "cupy-cuda12x" in found
         assert not [name for name in found if name in CUDA13 or (name == "cuda-bindings" and
                                                                  found[name].startswith("13"))], found
 
 
-def test_the_cuda_13_extra_takes_ranges_and_the_constraints_file_pins_the_records_toolchain(tmp_path, source):
-    python = fresh_venv(tmp_path / "venv")
-    beside_torch = resolved(python, tmp_path / "a.json", *TORCH_CU130, "-e", f"{source}[cu13]")
+def test_the_cuda_13_extra_takes_ranges_and_the_constraints_file_pins_the_records_toolchain(tmp_path, built,
+                                                                                          resolver):
+    python = resolver
+    beside_torch = resolved(python, tmp_path / "a.json", *TORCH_CU130, built.format("[cu13]"))
     assert beside_torch["nvidia-cuda-nvrtc"].startswith("13.0.") and "cupy-cuda13x" in beside_torch
-    pinned = resolved(python, tmp_path / "b.json", "-e", f"{source}[compile,tools]", "-c",
+    pinned = resolved(python, tmp_path / "b.json", built.format("[compile,tools]"), "-c",
                       str(ROOT / "constraints" / "cuda-13.5.37.txt"))
     assert {pinned[n] for n in CUDA13[:4]} == {"13.5.37"} and "cupy-cuda13x" not in pinned
-    plain = resolved(python, tmp_path / "c.json", "-e", str(source))
+    plain = resolved(python, tmp_path / "c.json", built.format(""))
     assert not [name for name in plain if name.startswith(("nvidia-", "cuda-", "cupy"))], plain
 
