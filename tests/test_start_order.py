@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from kcontract.contract.loader import load_contract
-from kcontract.receipts.durations import last_durations
+from kcontract.receipts.durations import gate_seconds
 from kcontract.runner.plan import start_order
 from kcontract.runner.prebuild import prebuild
 from kcontract.verdict.outcome import Task
@@ -42,9 +42,9 @@ def test_durations_come_from_rows_that_ran_on_the_same_kind_of_machine():
         {"task": {"kind": "entry", "name": "b"}, "ran": {"device": "cpu"}, "gates": {"1": {"seconds": 9.0}}},
         {"task": {"kind": "entry", "name": "c"}, "ran": {"device": "gpu"}, "gates": {"2": {"passed": True}}},
     ]}
-    assert last_durations(receipt, "gpu") == {("entry", "a", 1): 3.5, ("entry", "a", 5): 0.2}
-    assert last_durations(receipt, "cpu") == {("entry", "b", 1): 9.0}
-    assert last_durations({"kind": "something else"}, "gpu") == {} and last_durations(None, "cpu") == {}
+    assert gate_seconds(receipt, "gpu") == {("entry", "a", 1): 3.5, ("entry", "a", 5): 0.2}
+    assert gate_seconds(receipt, "cpu") == {("entry", "b", 1): 9.0}
+    assert gate_seconds({"kind": "something else"}, "gpu") == {} and gate_seconds(None, "cpu") == {}
 
 
 def test_the_parent_compiles_every_sm_only_where_a_task_checks_records(tmp_path, monkeypatch):

@@ -8,14 +8,12 @@ the least loaded shard (ties to the lowest number), so every shard computes the 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from kcontract.contract.loaded import LoadedContract
 from kcontract.errors import UsageError
-from kcontract.receipts.form import KIND, RECEIPTS_DIR
+from kcontract.receipts.durations import newest_whole_receipt, row_seconds
 from kcontract.runner.plan import weight
 from kcontract.verdict.outcome import Task
 
@@ -44,30 +42,10 @@ def parse_shard(text: str) -> Shard:
 
 
 def recorded_seconds(loaded: LoadedContract) -> tuple[dict[tuple[str, str], float], str | None]:
-    """Seconds per ("entry"|"control", name) in the newest receipt of the whole contract beside it (by its
-    `created` stamp, then file name), and that receipt's path; ({}, None) when there is none."""
-    base = Path(loaded.path).resolve().parent
-    contract = Path(loaded.path).resolve().relative_to(base).as_posix()
-    found = []
-    for path in sorted((base / RECEIPTS_DIR).glob(f"{Path(loaded.path).stem}-*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if (isinstance(data, dict) and data.get("kind") == KIND and data.get("contract") == contract
-                and not (data.get("covers") or {}).get("shard")):
-            found.append((str(data.get("created", "")), path.name, data))
-    if not found:
-        return {}, None
-    _, name, data = max(found, key=lambda f: (f[0], f[1]))
-    seconds = {}
-    for kind, key in (("entry", "entries"), ("control", "controls")):
-        for outcome in data.get(key) or []:
-            try:
-                seconds[(kind, outcome["task"]["name"])] = float(outcome["seconds"])
-            except (KeyError, TypeError, ValueError):
-                continue
-    return seconds, f"{RECEIPTS_DIR}/{name}"
+    """Seconds per ("entry"|"control", name) in the newest receipt of the whole contract beside it, and that
+    receipt's path; ({}, None) when there is none."""
+    receipt, source = newest_whole_receipt(loaded.path)
+    return row_seconds(receipt), source
 
 
 def unit_costs(loaded: LoadedContract, tasks: list[Task], recorded: dict[tuple[str, str], float]) -> dict[str, float]:

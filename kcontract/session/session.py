@@ -11,7 +11,7 @@ from kcontract.cachesize import keep_under_cap
 from kcontract.contract.loader import load_contract
 from kcontract.gatetable import launching
 from kcontract.receipts.check import needs_gpu
-from kcontract.receipts.durations import last_durations
+from kcontract.receipts.durations import gate_seconds, newest_whole_receipt
 from kcontract.receipts.form import read_json
 from kcontract.receipts.stale import plan_stale
 from kcontract.receipts.write import run_receipt
@@ -78,10 +78,10 @@ class Session:
         return lines
 
     def run(self, plan: Plan, options: RunOptions, on_step, on_done):
-        """Run the tasks in the pool, the longest first where the receipt says how long they took; listeners hear
-        of every step and finished task."""
+        """Run the tasks in the pool, the longest first where the newest whole receipt beside the contract says
+        how long they took on this kind of machine; listeners hear of every step and finished task."""
         gpu = bool(self.on_gpu(plan.tasks))
-        durations = last_durations(_previous(options.receipt) if options.receipt else None, "gpu" if gpu else "cpu")
+        durations = gate_seconds(newest_whole_receipt(self.path)[0], "gpu" if gpu else "cpu")
         return run_contract(self.loaded, plan.tasks, self.jobs, on_step, on_done, whole=options.whole, gpu=gpu,
                             durations=durations)
 
