@@ -28,10 +28,12 @@ SHARED_ENV = "KCONTRACT_TESTS_SHARED"  # the test run's folder that every xdist 
 
 
 def pytest_configure(config):
-    """In the controlling process: a folder for the run (workers inherit its path) and, unless one is given, the
-    run's cache in it, so that no test leaves a cache inside the checkout."""
+    """In the controlling process: xdist deals test files in item order, a folder for the run (workers inherit its
+    path) and, unless one is given, the run's cache in it, so that no test leaves a cache inside the checkout."""
     if hasattr(config, "workerinput") or os.environ.get(SHARED_ENV):
         return
+    if hasattr(config.option, "loadscopereorder"):  # xdist's files in LONGEST_FIRST's order, not by test count
+        config.option.loadscopereorder = False
     shared = Path(tempfile.mkdtemp(prefix="kcontract-tests-"))
     config.kcontract_shared = shared
     os.environ[SHARED_ENV] = str(shared)
@@ -62,11 +64,13 @@ def share_blas_threads(config) -> None:
         os.environ.setdefault(name, str(max(1, cores // max(1, count))))
 
 
-# test files that take longest, in the order xdist hands them out first (--dist loadfile deals files in item order),
-# so no long file starts last and leaves the other workers idle; the rest follow in collection order
-LONGEST_FIRST = ("test_installed.py", "test_mutate.py", "test_install.py", "test_drift.py", "test_order_probes.py",
-                 "test_pytest_plugin.py", "test_fused_prompt.py", "test_decode_rigor.py", "test_replay.py",
-                 "test_refcache.py", "test_bench_plot.py")
+# test files that take longest, in the order xdist hands them out first (its loadfile scheduler deals files in item
+# order once pytest_configure turns off its reordering by test count), so no long file starts last and leaves the
+# other workers idle; the rest follow in collection order
+LONGEST_FIRST = ("test_installed.py", "test_mutate.py", "test_drift.py", "test_install.py", "test_order_probes.py",
+                 "test_pytest_plugin.py", "test_decode_rigor.py", "test_shard_merge.py", "test_replay.py",
+                 "test_fused_prompt.py", "test_refcache.py", "test_bench_plot.py", "test_check.py", "test_init.py",
+                 "test_matmul_kernel.py")
 
 
 def pytest_collection_modifyitems(config, items):
