@@ -29,7 +29,8 @@ SHARED_ENV = "KCONTRACT_TESTS_SHARED"  # the test run's folder that every xdist 
 
 def pytest_configure(config):
     """In the controlling process: xdist deals test files in item order, a folder for the run (workers inherit its
-    path) and, unless one is given, the run's cache in it, so that no test leaves a cache inside the checkout."""
+    path) with the processes' bytecode and, unless one is given, the run's cache in it, so that no test leaves a
+    cache inside the checkout."""
     if hasattr(config, "workerinput") or os.environ.get(SHARED_ENV):
         return
     if hasattr(config.option, "loadscopereorder"):  # xdist's files in LONGEST_FIRST's order, not by test count
@@ -37,10 +38,19 @@ def pytest_configure(config):
     shared = Path(tempfile.mkdtemp(prefix="kcontract-tests-"))
     config.kcontract_shared = shared
     os.environ[SHARED_ENV] = str(shared)
+    compiled_once(shared / "pycache")
     if "KCONTRACT_CACHE" not in os.environ:
         os.environ["KCONTRACT_CACHE"] = str(shared / "cache")
         seed_cache(shared / "cache")
     share_blas_threads(config)
+
+
+def compiled_once(folder: Path) -> None:
+    """Every Python process the tests start (CLI runs, kcontract's workers, xdist's) writes and reuses bytecode in
+    the run's folder, even where the environment forbids writing it beside the sources: hundreds of processes then
+    compile kcontract's modules once, and nothing is written in the checkout."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(folder))
 
 
 def seed_cache(cache: Path) -> None:
