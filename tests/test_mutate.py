@@ -29,6 +29,27 @@ extern "C" __global__ void k(const float* a, float* b, int n) {
 """
 
 
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> Path:
+    """Compiled modules shared by this module's tests: each compiles the same entry's mutants, and a module's key is
+    its content, so sharing them changes nothing but the time."""
+    folder = tmp_path_factory.mktemp("compiled")
+    for i in range(256):
+        (folder / f"{i:02x}").mkdir()
+    return folder
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch, compiled) -> Path:
+    """$KCONTRACT_CACHE for one test: its own campaigns and references, the module's compiled modules."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for shard in compiled.iterdir():
+        (cache / shard.name).symlink_to(shard, target_is_directory=True)
+    monkeypatch.setenv("KCONTRACT_CACHE", str(cache))
+    return cache
+
+
 @pytest.fixture
 def gpu_faked(monkeypatch):
     """`kcontract mutate ARGS` as if on a GPU, its tasks run by the `run` given (no sanitizer): the result."""
@@ -68,8 +89,7 @@ def test_the_limit_spreads_over_classes_and_the_seed_picks_sites():
     assert [m.source for m in made] != [m.source for m in mutants(SOURCE, ("a", "b"), limit=7, seed=4)]
 
 
-def test_a_prepared_campaign_drops_stillborn_and_equivalent_mutants(tmp_path, monkeypatch):
-    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+def test_a_prepared_campaign_drops_stillborn_and_equivalent_mutants(tmp_path, monkeypatch, fresh_cache):
     report = tmp_path / "mutate.json"
     done = CliRunner().invoke(cli, ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"),
                                     "--limit", "24", "--prepare-only", "--sm", "sm_90a", "--json", str(report)])
@@ -93,8 +113,7 @@ def test_a_prepared_campaign_drops_stillborn_and_equivalent_mutants(tmp_path, mo
     assert "MUTATE decode_d256_g2_sliding: 24 mutants" in done.output and "not run (no GPU here)" in done.output
 
 
-def test_mutants_run_on_the_chosen_cases_only(tmp_path, monkeypatch):
-    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+def test_mutants_run_on_the_chosen_cases_only(tmp_path, monkeypatch, fresh_cache):
     args = ["mutate", "decode_d512_g16", "--contract", str(ROOT / "contract.yaml"), "--limit", "3", "--prepare-only",
             "--sm", "sm_90a"]
     wrong = CliRunner().invoke(cli, args + ["--case", "linear_99"])
@@ -115,8 +134,7 @@ def test_without_a_gpu_mutate_asks_which_sm_decides_equivalence(monkeypatch):
     assert "sm_90a" in done.output and "Traceback" not in done.output
 
 
-def test_the_default_sm_is_the_contracts_target_for_the_gpu(tmp_path, monkeypatch):
-    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+def test_the_default_sm_is_the_contracts_target_for_the_gpu(tmp_path, monkeypatch, fresh_cache):
     monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
     monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")  # an H100 or H200
     report = tmp_path / "mutate.json"
@@ -126,8 +144,8 @@ def test_the_default_sm_is_the_contracts_target_for_the_gpu(tmp_path, monkeypatc
     assert json.loads(report.read_text())["sm"] == "sm_90a" and "equivalent on sm_90a" in done.output
 
 
-def test_a_campaign_whose_every_mutant_is_equivalent_is_no_pass(tmp_path, monkeypatch):
-    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))  # the wgmma matmul traps on sm_90 (not sm_90a)
+def test_a_campaign_whose_every_mutant_is_equivalent_is_no_pass(tmp_path, monkeypatch, fresh_cache):
+    # the wgmma matmul traps on sm_90 (not sm_90a)
     done = CliRunner().invoke(cli, ["mutate", "matmul_kv_k4096_n2048", "--contract", str(ROOT / "contract.yaml"),
                                     "--limit", "6", "--prepare-only", "--sm", "sm_90"])
     assert done.exit_code == 1, done.output
@@ -147,12 +165,11 @@ def test_a_mutants_diff_shows_the_line_before_and_after():
     assert m.diff(SOURCE).count("\n") == 1 and "- " in m.diff(SOURCE) and "+ " in m.diff(SOURCE)
 
 
-def test_survivors_go_to_the_sanitizer(tmp_path, monkeypatch):
+def test_survivors_go_to_the_sanitizer(tmp_path, monkeypatch, fresh_cache):
     from kcontract.session.mutants import sanitize_survivors
     from kcontract.contract.loader import load_contract
     from kcontract.mutate.campaign import load
 
-    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
     done = CliRunner().invoke(cli, ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"),
                                     "--limit", "14", "--prepare-only", "--sm", "sm_90a"])
     assert done.exit_code == 0, done.output
@@ -225,12 +242,11 @@ def test_a_mutant_survives_only_when_every_planned_gate_ran_green():
     assert [m.status for m in campaign.mutants] == ["killed", "candidate", "survived", "killed"]
 
 
-def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_path, monkeypatch):
+def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_path, monkeypatch, fresh_cache):
     import kcontract.runner.session
     from kcontract.mutate.campaign import load
     from kcontract.verdict.outcome import Outcome
 
-    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
     args = ["mutate", "decode_d256_g2_sliding", "--contract", str(ROOT / "contract.yaml"), "--limit", "12",
             "--sm", "sm_90a"]
     assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
@@ -268,11 +284,10 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
 
 
 def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_left_green(tmp_path, monkeypatch,
-                                                                                         gpu_faked):
+                                                                                         gpu_faked, fresh_cache):
     from kcontract.contract.loader import load_contract
     from kcontract.mutate.campaign import load
 
-    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
     args = ["mutate", "rmsnorm_h4096", "--contract", str(ROOT / "contract.yaml"), "--limit", "8", "--sm", "sm_90a"]
     assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
     here = tmp_path / "cache" / "mutants" / "rmsnorm_h4096"
@@ -305,10 +320,9 @@ def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_l
     assert f"survived {green} (" in done.output and done.exit_code == 0, done.output
 
 
-def test_a_survivor_red_on_a_retrial_of_the_smallest_case_is_killed(tmp_path, monkeypatch, gpu_faked):
+def test_a_survivor_red_on_a_retrial_of_the_smallest_case_is_killed(tmp_path, monkeypatch, gpu_faked, fresh_cache):
     from kcontract.mutate.campaign import load
 
-    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
     args = ["mutate", "rmsnorm_h4096", "--contract", str(ROOT / "contract.yaml"), "--limit", "8", "--sm", "sm_90a"]
     assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
     here = tmp_path / "cache" / "mutants" / "rmsnorm_h4096"
@@ -360,11 +374,10 @@ def test_argued_mutants_load_on_cuda_entries_only_and_stale_no_row(tmp_path):
     assert all(e.mutation is None or e.kernel.cuda is not None for e in loaded.entries)
 
 
-def test_a_campaign_whose_unmutated_entry_is_red_judges_no_mutant(tmp_path, monkeypatch):
+def test_a_campaign_whose_unmutated_entry_is_red_judges_no_mutant(tmp_path, monkeypatch, fresh_cache):
     import kcontract.runner.session
     from kcontract.mutate.campaign import load
 
-    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
     args = ["mutate", "rmsnorm_h4096", "--contract", str(ROOT / "contract.yaml"), "--limit", "4", "--sm", "sm_90a"]
     assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
     ran: list[str] = []
