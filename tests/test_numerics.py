@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kcontract.numerics import rounding
 from kcontract.numerics import (
     bf16_bits_of_finite,
     FORMATS,
@@ -85,9 +86,12 @@ def test_round_fp16_matches_numpy(x):
 def test_round_vectorised_matches_numpy():
     rng = np.random.default_rng(1)
     x = np.ldexp(rng.standard_normal(200_000), rng.integers(-160, 140, 200_000))
+    x = np.concatenate([x, np.ldexp(rng.integers(-2**11, 2**11, 100_000) + 0.5, rng.integers(-170, -100, 100_000))])
     with np.errstate(over="ignore"):
-        assert same(round_to(x, "fp32"), x.astype(np.float32).astype(np.float64))
-        assert same(round_to(x, "fp16"), x.astype(np.float16).astype(np.float64))
+        for name, cast in (("fp32", np.float32), ("fp16", np.float16)):
+            want = x.astype(cast).astype(np.float64)
+            assert same(round_to(x, name), want)
+            assert same(rounding._round_bits(x, fmt(name)), want)  # the bits path bf16 takes, held to the casts
 
 
 @pytest.mark.parametrize("name", ["bf16", "fp16", "fp32"])
