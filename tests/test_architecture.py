@@ -1,5 +1,6 @@
 """The package's shape: layers without cycles (import-linter), a core that speaks no family's words, controls as
-patches of kernels that carry no fault hooks, and one table that gives gate numbers their meaning."""
+patches of kernels that carry no fault hooks, and one table that gives gate numbers their meaning; test helpers
+live in tests/helpers, tests/oracles and tests/doubles, never in a test module another imports."""
 
 from __future__ import annotations
 
@@ -112,3 +113,14 @@ def test_production_kernels_carry_no_fault_hooks_and_controls_include_none():
             assert patch.startswith("--- ") or patch.startswith("diff "), control["name"]
             assert "#include" not in "".join(l for l in patch.splitlines(True) if l.startswith("+")), control["name"]
     assert not [p for p in (ROOT / "controls").glob("*.cu")], "a control is a patch of a production kernel"
+
+
+def test_no_test_module_imports_another():
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
+                      if n.rsplit(".", 1)[-1].startswith("test_") and n.startswith("tests.")]
+    assert not found, "helpers belong in tests/helpers (or tests/oracles): " + "; ".join(found)

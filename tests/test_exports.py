@@ -11,25 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kcontract.errors import EnvironmentProblem, KContractError
+from kcontract.errors import KContractError
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, compile_key
 from kcontract.toolchain.exports import ExportError, module_exports, name_expression, read_export, read_exports
-from kcontract.toolchain.locate import find_toolchain
 from kcontract.toolchain.units import KernelUse, Unit, group_units
+from tests.helpers.toolchain import toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 LABEL = "tests/cuda/exports.cu"  # exports per SM, and the shapes refused
 CONTRACT = ROOT / "contract.yaml"
 SMS = ("sm_80", "sm_90")  # sm_90's exports see __CUDA_ARCH__ 900, sm_80's 800
-
-
-def toolchain():
-    """This environment's toolchain, or a skip saying what is missing."""
-    try:
-        return find_toolchain()
-    except EnvironmentProblem as problem:
-        pytest.skip(problem.message)
 
 
 def built(units: list[Unit], sms, cache_dir: Path):

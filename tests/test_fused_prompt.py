@@ -31,7 +31,8 @@ from kcontract.numerics.tensorcore import kstep
 from kcontract.numerics import round_to, rn_bits
 from kcontract.gatetable import Suite
 from tests.doubles.prompt_fused import attend_tile, online_merge, quad_sums
-from tests.test_replay import bf16_row, rn32_exact
+from tests.helpers.decode_rows import bf16_row
+from tests.oracles.fp32 import fma32_exact, rn32_exact
 
 ROOT = Path(__file__).resolve().parents[1]
 FUSED = {"chunk": 64, "score": "mma_bf16", "score_order": "replay_natural", "sum_order": "online_mma",
@@ -205,8 +206,8 @@ def exact_step(state, mc, lc, oc, expf):
     new = max(big_m, mc)
     a = expf(np.float32(big_m - new)) if big_m > -np.inf else 0.0
     b = expf(np.float32(mc - new))
-    big_l = rn32_exact(Fraction(lc) * Fraction(b) + Fraction(rn32_exact(Fraction(big_l) * Fraction(a))))
-    big_o = [rn32_exact(Fraction(x) * Fraction(b) + Fraction(rn32_exact(Fraction(y) * Fraction(a))))
+    big_l = fma32_exact(lc, b, rn32_exact(Fraction(big_l) * Fraction(a)))
+    big_o = [fma32_exact(x, b, rn32_exact(Fraction(y) * Fraction(a)))
              for x, y in zip(oc, big_o)]
     return new, big_l, big_o
 

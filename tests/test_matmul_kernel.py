@@ -17,7 +17,7 @@ from kcontract.launch.tensormap import problems
 from kcontract.numerics import from_bits
 from kcontract.problem import TensorMap
 from kcontract.toolchain.built_exports import family_exports
-from tests.test_exports import toolchain
+from tests.helpers.toolchain import toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 TILE_K, ALIGN, SMEM_LIMIT, MAX_STAGES = 64, 1024, 227 * 1024, 8  # kernels/matmul.cu's layout constants

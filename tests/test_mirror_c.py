@@ -79,7 +79,7 @@ def test_mirror_c_scores_are_exact_under_the_h200_tensor_core_model():
     """E_j = 0 holds for tensor-core kernels too: the probe-validated k-step model gives the exact dot products."""
     from kcontract.families.attention import mirrors
     from kcontract.numerics import from_bits
-    from tests.test_decode_rigor import Row, mma_scores
+    from tests.helpers.decode_rows import Row, mma_scores
 
     family = family_of("np_decode_d512_g16")
     layout, window = next(iter(family._mirror_layouts().items()))

@@ -11,22 +11,8 @@ from kcontract.families.attention.replay import replay_row
 from kcontract.families.attention.tensorcore import replay_scores
 from kcontract.numerics import add32, fma32, round_to
 from kcontract.gatetable import Suite
-
-
-def rn32_exact(x: Fraction) -> float:
-    """Round a rational to fp32 by RN-even, exactly (normal range)."""
-    if x == 0:
-        return 0.0
-    sign, x = (-1 if x < 0 else 1), abs(x)
-    e = x.numerator.bit_length() - x.denominator.bit_length()
-    while Fraction(2) ** e > x:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= x:
-        e += 1
-    unit = Fraction(2) ** (e - 23)
-    q, r = divmod(x / unit, 1)
-    q = int(q) + (1 if r > Fraction(1, 2) or (r == Fraction(1, 2) and int(q) % 2) else 0)
-    return sign * float(q * unit)
+from tests.helpers.decode_rows import bf16_row
+from tests.oracles.fp32 import fma32_exact, rn32_exact
 
 
 def test_fp32_adds_and_fmas_round_once():
@@ -35,6 +21,7 @@ def test_fp32_adds_and_fmas_round_once():
     b = round_to(rng.standard_normal(3000), "bf16")
     c = np.float32(rng.standard_normal(3000) * np.exp2(rng.integers(-30, 30, 3000))).astype(np.float64)
     want = [rn32_exact(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in zip(a, b, c)]
+    assert [fma32_exact(x, y, z) for x, y, z in zip(a, b, c)] == want  # the fast oracle the replays below use
     assert np.array_equal(fma32(a, b, c), np.array(want))
     assert np.array_equal(add32(a, c), (a.astype(np.float32) + c.astype(np.float32)).astype(np.float64))
 
@@ -85,7 +72,7 @@ def kernel(q, k, v, first, pos, scale, group, rng, kg=None, runs=8, p_bf16=False
                 acc = [0.0] * d
                 for j in range(grp * kpg, (grp + 1) * kpg):
                     if j in idx:
-                        acc = [rn32_exact(Fraction(p[j]) * Fraction(v[idx[j], g, dd]) + Fraction(acc[dd]))
+                        acc = [fma32_exact(p[j], v[idx[j], g, dd], acc[dd])
                                for dd in range(d)]
                 o = acc if o is None else [float(f32(f32(a) + f32(b))) for a, b in zip(o, acc)]
             ms.append(m), ls.append(float(lanes[0])), os_.append(o)
@@ -99,20 +86,12 @@ def kernel(q, k, v, first, pos, scale, group, rng, kg=None, runs=8, p_bf16=False
                 fx = f32(ms[c] - big_m)
                 f = 1.0 if fx == 0 else float(np.nextafter(np.float32(np.exp(np.float64(fx))),
                                                            np.float32(0) if rng.random() < 0.5 else np.float32(9)))
-                run_l = rn32_exact(Fraction(f) * Fraction(ls[c]) + Fraction(run_l))
-                run_o = [rn32_exact(Fraction(f) * Fraction(os_[c][dd]) + Fraction(run_o[dd])) for dd in range(d)]
+                run_l = fma32_exact(f, ls[c], run_l)
+                run_o = [fma32_exact(f, os_[c][dd], run_o[dd]) for dd in range(d)]
             big_l = f32(big_l + f32(run_l))
             big_o = [f32(a + f32(b)) for a, b in zip(big_o, run_o)]
         outs.append(round_to(np.array([np.float64(f32(o / big_l)) for o in big_o]), "bf16"))
     return np.stack(outs)
-
-
-def bf16_row(rng, heads: int, n: int, d: int, k_rms: float):
-    """Random bf16 q [heads, D], k and v [n, 1, D] (k scaled by k_rms) and the fp32 scale 1 / sqrt(D)."""
-    q = round_to(rng.standard_normal((heads, d)), "bf16")
-    k = round_to(rng.standard_normal((n, 1, d)) * k_rms, "bf16")
-    v = round_to(rng.standard_normal((n, 1, d)), "bf16")
-    return q, k, v, float(np.float32(1 / np.sqrt(d)))
 
 
 @pytest.mark.parametrize("d, group, n, first", [(128, 2, 400, 100), (128, 5, 300, 0)])
@@ -165,7 +144,7 @@ def test_a_declaring_entry_gets_replayed_ranges_for_its_output_and_partials():
 
 def test_a_long_head_dim_512_row_is_decided_where_the_order_free_bound_is_not():
     """4,096 keys, 16 heads, zero-mean v: the replayed order decides above 95 %, the order-free bound below 30 %."""
-    from tests.test_decode_rigor import Order, chunk_index, draw_row
+    from tests.helpers.decode_rows import Order, chunk_index, draw_row
     from kcontract.families.attention.bounds import decode_row_range
     from kcontract.numerics import expected_bounds
 
@@ -247,8 +226,8 @@ def prompt_mma_kernel(q, k, v, first, pos, scale, rng, p_bf16):
             fx = f32(mc - big_m)
             f = 1.0 if fx == 0 else float(np.nextafter(f32(np.exp(np.float64(fx))),
                                                        f32(0) if rng.random() < 0.5 else f32(9)))
-            big_l = f32(rn32_exact(Fraction(f) * Fraction(float(lc)) + Fraction(float(big_l))))
-            big_o = np.array([rn32_exact(Fraction(f) * Fraction(float(o)) + Fraction(float(b)))
+            big_l = f32(fma32_exact(f, float(lc), float(big_l)))
+            big_o = np.array([fma32_exact(f, float(o), float(b))
                               for o, b in zip(oc, big_o)], np.float32)
         out.append(round_to((big_o / big_l).astype(np.float64), "bf16"))
         partials.append(np.stack(os_))
