@@ -1,11 +1,13 @@
-"""A contract run through the installed console script, read back from its JSON report."""
+"""A contract run by the CLI's command in this process, read back from its JSON report."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tests.helpers.cli import ROOT, kcontract
+from click.testing import CliRunner
+
+from kcontract.cli import cli
 
 
 def gate_run(tmp_path: Path, contract_text: str, seed: int, gate: int) -> tuple[dict, str]:
@@ -13,11 +15,11 @@ def gate_run(tmp_path: Path, contract_text: str, seed: int, gate: int) -> tuple[
     contract = tmp_path / "c.yaml"
     contract.write_text(contract_text.replace("seed: 1", f"seed: {seed}"))
     report = tmp_path / "run.json"
-    done = kcontract("run", "--contract", str(contract), "--gate", str(gate), "--jobs", "1", "--json", str(report),
-                     env={"PYTHONPATH": str(ROOT), "KCONTRACT_CACHE": str(tmp_path / "cache"),
-                          "KCONTRACT_IN_PROCESS": "1"})
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return json.loads(report.read_text()), done.stdout
+    done = CliRunner().invoke(cli, ["run", "--contract", str(contract), "--gate", str(gate), "--jobs", "1", "--json",
+                                    str(report)], env={"KCONTRACT_CACHE": str(tmp_path / "cache"),
+                                                       "KCONTRACT_IN_PROCESS": "1", "COLUMNS": "80"})
+    assert done.exit_code == 0, done.output[-2000:]
+    return json.loads(report.read_text()), done.output
 
 
 def gate_of_first(tmp_path: Path, contract_text: str, seed: int, gate: int) -> tuple[dict, dict, str]:
