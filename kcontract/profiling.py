@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 STAGES = ("inputs", "reference", "launch", "compare")
+SPLIT = (*STAGES, "other")  # what a gate's seconds split into: the stages and the time outside them
 MB = 1 << 20
 
 

@@ -20,8 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from kcontract.profiling import SPLIT
+
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("inputs", "reference", "launch", "compare", "other")
 
 
 def run_once(contract: str, jobs: str, folder: Path, name: str) -> tuple[float, subprocess.CompletedProcess, dict]:
@@ -46,7 +47,7 @@ def gate_rows(document: dict) -> list[tuple[str, int, float, dict]]:
 def show(label: str, wall: float, document: dict, jobs: str, top: int) -> None:
     """Wall time, task seconds per stage, the time outside the tasks and the heaviest gates of one run."""
     rows = gate_rows(document)
-    staged = {stage: document["stages"][f"{stage}_s"] for stage in STAGES}  # the run's own sums over its gates
+    staged = {stage: document["stages"][f"{stage}_s"] for stage in SPLIT}  # the run's own sums over its gates
     busy = sum(seconds for _, _, seconds, _ in rows)
     workers = int(jobs) if jobs.isdigit() else os.cpu_count() or 1
     print(f"{label} on {jobs} jobs ({os.cpu_count()} cores here): {wall:.1f} s wall")
@@ -54,7 +55,7 @@ def show(label: str, wall: float, document: dict, jobs: str, top: int) -> None:
     print(f"outside the tasks (start, load, plan, workers, report): {max(0.0, wall - busy / workers):.1f} s "
           f"of wall beyond task seconds / jobs")
     for task, gate, seconds, profile in sorted(rows, key=lambda row: -row[2])[:top]:
-        split = ", ".join(f"{stage} {profile.get(f'{stage}_s', 0.0):.1f}" for stage in STAGES)
+        split = ", ".join(f"{stage} {profile.get(f'{stage}_s', 0.0):.1f}" for stage in SPLIT)
         print(f"  {task} gate {gate}: {seconds:.1f} s ({split})")
 
 

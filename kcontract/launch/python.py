@@ -103,7 +103,7 @@ class FilledBuffers:
         value.clear_blocks(out)
         with self.lock:
             stack = self.free.setdefault(_key(value), [])
-            stack.append(out.base if out.base is not None else out.reshape(-1))
+            stack.append(out.base)  # the flat buffer take() cut out a view of
             stack.sort(key=lambda flat: -flat.size)
             while stack and sum(flat.nbytes for kept in self.free.values() for flat in kept) > self.keep_bytes:
                 stack.pop()

@@ -6,7 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from kcontract.profiling import STAGES
+from kcontract.profiling import SPLIT
 from kcontract.verdict.outcome import Outcome
 from kcontract.verdict.summary import Summary
 
@@ -54,7 +54,7 @@ def reference_counts(outcomes: list[Outcome], what: str = "references") -> dict:
 
 def stage_seconds(outcomes: list[Outcome]) -> dict:
     """Seconds the run's tasks spent per stage, summed over every gate of every entry and control."""
-    names = [f"{name}_s" for name in (*STAGES, "other")]
+    names = [f"{name}_s" for name in SPLIT]
     total = {name: sum(r.profile.get(name, 0.0) for o in outcomes for r in o.gates.values()) for name in names}
     return {name: round(seconds, 1) for name, seconds in total.items()}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kcontract.profiling import STAGES
+from kcontract.profiling import SPLIT
 
 
 def _sharding(receipt: dict) -> list[str]:
@@ -35,7 +35,7 @@ def _spent(run: dict) -> str:
     """How warm a run's caches were and where its task seconds went, where the run recorded them."""
     cache = (run.get("references") or {}).get("cache")
     staged = run.get("task_seconds") or {}
-    split = ", ".join(f"{name} {staged[name + '_s']}" for name in (*STAGES, "other") if name + "_s" in staged)
+    split = ", ".join(f"{name} {staged[name + '_s']}" for name in SPLIT if name + "_s" in staged)
     return (f", references {cache}" if cache else "") + (f"; task s: {split}" if split else "")
 
 
