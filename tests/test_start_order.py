@@ -55,6 +55,7 @@ def test_the_parent_compiles_every_sm_only_where_a_task_checks_records(tmp_path,
     path = tmp_path / "gate5" / "contract.yaml"
     path.write_text(path.read_text().replace("../../cuda/", "../cuda/"))
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))  # its own cache: the counts below start cold
     loaded = load_contract(str(path))
     records = Task("entry", "tiny", "tiny", str(path), [5], 5)
     planted = Task("control", "stale_record", "tiny", str(path), [1], 5)
