@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import importlib
 import os
-import signal
 import sys
 
 import click
 
 from kcontract import __version__
 from kcontract.exitcodes import ExitCode
+from kcontract.usercode import take_signals
 
 COMMANDS = {  # name -> (module:attribute, the line `kcontract --help` shows)
     "list": ("kcontract.commands.list_entries:list_command", "The entries and controls."),
@@ -58,14 +58,9 @@ def cli() -> None:
     """Kernel-contract verification for GPU kernels."""
 
 
-def _terminated(signum, frame) -> None:
-    """SIGTERM ends a command like Ctrl-C: workers stopped, one line, exit 130."""
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     """Console-script entry point: SIGTERM and Ctrl-C as one line and exit 130, a closed stdout ends quietly."""
-    signal.signal(signal.SIGTERM, _terminated)
+    take_signals()
     try:
         code = cli.main(prog_name="kcontract", standalone_mode=False)
     except click.ClickException as error:

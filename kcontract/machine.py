@@ -29,6 +29,23 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def limit_gpu_pool(limit: int) -> None:
+    """Cap CuPy's memory pool at `limit` bytes (0: no cap) where CuPy is installed: past the cap the pool frees the
+    blocks it caches and, if that is not enough, raises OutOfMemoryError."""
+    try:
+        import cupy
+    except ImportError:  # no CuPy: nothing on a GPU to cap
+        return
+    cupy.get_default_memory_pool().set_limit(size=max(0, int(limit)))
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether an error is a GPU allocation that failed (CuPy's pool, or the CUDA runtime's)."""
+    text = f"{type(error).__name__}: {error}".lower()
+    return "outofmemoryerror" in text or "out of memory" in text or "erroralloc" in text or \
+        "cudaerrormemoryallocation" in text
+
+
 def free_gpu_memory() -> int:
     """Free bytes on the current GPU, or 0 where CuPy sees none."""
     try:

@@ -3,6 +3,7 @@ ones (one always runs), sized from the family's case_bytes and case_buffer_bytes
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 from kcontract.contract.loader import load_contract
 from kcontract.runner.budget import WORKER_DEVICE_FLOOR, DeviceBudget, device_budget
 from kcontract.runner.plan import Selection, device_bytes, plan_tasks
+from tests.helpers.cli import kcontract
+from tests.helpers.exits import out_of_memory_project
 
 ROOT = Path(__file__).resolve().parent.parent
 GIB = 1 << 30
@@ -22,7 +25,8 @@ def test_tasks_carry_their_largest_cases_device_bytes():
     decode = loaded.entry("decode_d512_g16")
     family = decode.family
     assert by_entry["decode_d512_g16"] == device_bytes(decode) == max(
-        family.case_bytes(c) + family.case_buffer_bytes(c) for c in ("linear_262144", "linear_20000"))
+        family.case_bytes(c) + family.case_buffer_bytes(c) + family.reference_device_bytes(c)
+        for c in ("linear_262144", "linear_20000"))
     assert by_entry["decode_d512_g16"] > 16 * GIB > 4 * by_entry["matmul_qkv_k4096_n6144"]
     control = next(t for t in tasks if t.kind == "control" and t.entry == "decode_d512_g16")
     assert control.device_bytes == by_entry["decode_d512_g16"]
@@ -52,3 +56,48 @@ def test_a_stopped_run_ends_the_wait_and_no_gpu_means_no_limit():
     assert device_budget(tasks, 4, 100 * GIB).total == 100 * GIB - 4 * WORKER_DEVICE_FLOOR
     free = DeviceBudget(0)
     assert free.take(10**15, stopped) and free.in_use == 0
+
+
+def test_a_task_out_of_memory_beside_others_runs_again_alone_before_anything_is_judged(tmp_path):
+    out_of_memory_project(tmp_path)
+    report = tmp_path / "run.json"
+    done = kcontract("run", "--gate", "1", "--jobs", "2", "--json", str(report), cwd=tmp_path,
+                     env={"KCONTRACT_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    entries = json.loads(report.read_text())["entries"]
+    assert [e["status"] for e in entries] == ["ran", "ran"]
+    assert sum("ran alone after running out of device memory" in e["detail"] for e in entries) == 1
+    assert "out of memory" not in done.stdout
+
+
+def test_a_whole_run_on_a_fake_80_gb_card_never_holds_more_than_the_card(monkeypatch):
+    from kcontract.runner import session
+
+    loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
+    tasks = plan_tasks(loaded, "contract.yaml", Selection())
+    free = int(78.7 * GIB)
+    monkeypatch.setattr(session, "free_gpu_memory", lambda: free)
+    monkeypatch.setattr(session, "usable_cores", lambda: 16)
+    monkeypatch.setattr(session, "physical_memory", lambda: 128 * GIB)
+    jobs, _ = session.auto_jobs(loaded, gpu=True)
+    budget = device_budget(tasks, jobs, free)
+    held, peak, lock = [0], [0], threading.Lock()
+
+    def worker(mine: list) -> None:  # a task's pool is capped at its device bytes: it holds at most those
+        for task in mine:
+            assert budget.take(task.device_bytes, threading.Event())
+            with lock:
+                held[0] += task.device_bytes
+                peak[0] = max(peak[0], held[0])
+            time.sleep(0.001)
+            with lock:
+                held[0] -= task.device_bytes
+            budget.give(task.device_bytes)
+
+    threads = [threading.Thread(target=worker, args=(tasks[i::jobs],)) for i in range(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    largest = max(t.device_bytes for t in tasks)
+    assert jobs == 16 and peak[0] + jobs * WORKER_DEVICE_FLOOR <= max(free, largest + jobs * WORKER_DEVICE_FLOOR)

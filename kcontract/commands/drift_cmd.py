@@ -10,6 +10,7 @@ import click
 
 from kcontract.commands.common import Count, err, out, require_writable, user_errors
 from kcontract.errors import EnvironmentProblem, UsageError
+from kcontract.usercode import UserCodeExit, user_code
 
 SLOTS = ("first", "middle", "last")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -81,7 +82,10 @@ def _measure(target, shape, batches, slots, dtype, device, seed):
     tokens, context = shape
     made = build(target, getattr(torch, dtype) if dtype else None, device, seed, context)
     try:
-        return measure(made, tokens, batches, slots, seed, context)
+        with user_code(f"{target}: the model"):
+            return measure(made, tokens, batches, slots, seed, context)
+    except UserCodeExit as error:
+        raise UsageError(str(error)) from None
     except UsageError:
         raise
     except Exception as error:  # the user's model: say where and what, no traceback

@@ -25,6 +25,7 @@ def report_run(session, result, *, profile: bool, verbose: bool) -> None:
     records = records_gate().number
     lines = [f"gate {records}: {note}" for note in summary.notes + summary.findings]
     lines += [f"ERROR: this machine cannot run the kernels: {cause}" for cause in summary.environment]
+    lines += [f"ERROR: the run did not check what it claims: {why}" for why in summary.unchecked]
     lines += [f"known finding {finding} passes now: remove it from known_findings in {session.path}"
               for finding in summary.stale_known]
     for line in lines:

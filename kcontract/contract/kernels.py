@@ -14,6 +14,7 @@ import traceback
 
 from kcontract.contract.model import CudaKernel, KernelRef
 from kcontract.sms import limits_for
+from kcontract.usercode import UserCodeExit, user_code
 
 
 def fill_symbols(kernel: CudaKernel, args: dict[str, object]) -> tuple[CudaKernel | None, str | None]:
@@ -168,7 +169,10 @@ def python_kernel_problem(kernel: KernelRef, abi: tuple[str, ...], roots: list |
     contract's modules resolve from, named where the module is not found."""
     module_name, _, attr = kernel.python.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        with user_code(f"importing {module_name}"):
+            module = importlib.import_module(module_name)
+    except UserCodeExit as error:
+        return f"an importable module:function; {error}"
     except ModuleNotFoundError as error:
         if error.name and module_name.startswith(error.name):
             where = " and ".join(str(r) for r in roots) or "the contract's folder and its project root"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from kcontract.errors import UsageError
+from kcontract.usercode import UserCodeExit, user_code
 
 
 @dataclass
@@ -30,7 +31,10 @@ def resolve(spec: str) -> Callable:
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:
-        module = importlib.import_module(module_name)
+        with user_code(f"TARGET {spec}: importing {module_name}"):
+            module = importlib.import_module(module_name)
+    except UserCodeExit as error:
+        raise UsageError(str(error)) from None
     except ImportError as error:
         raise UsageError(f"TARGET {spec}: cannot import {module_name} from {Path.cwd()} or the installed packages "
                          f"({error}): run from the folder above it or install it") from None
@@ -49,7 +53,10 @@ def build(spec: str, dtype, device: str, seed: int, context: int = 0) -> Target:
         raise UsageError(f"TARGET {spec}: --context {context}: its factory takes no `context` argument (the cached "
                          f"positions before each request); add one, or leave --context out")
     try:
-        made = factory(**{k: v for k, v in offered.items() if k in accepted and v is not None})
+        with user_code(f"TARGET {spec}: its factory"):
+            made = factory(**{k: v for k, v in offered.items() if k in accepted and v is not None})
+    except UserCodeExit as error:
+        raise UsageError(str(error)) from None
     except Exception as error:  # the user's factory: one line, no traceback
         raise UsageError(f"TARGET {spec}: the factory failed: {type(error).__name__}: "
                          f"{str(error).splitlines()[0] if str(error) else ''}") from None

@@ -104,6 +104,11 @@ class Family(ABC):
         """Bytes of a case's calls' buffers as built where the kernel runs (host memory for a Python kernel)."""
         return 0
 
+    def reference_device_bytes(self, case: str) -> int:
+        """Device bytes the case's float64 references hold at once beyond case_bytes (their working arrays), where
+        references compute on a GPU."""
+        return 0
+
     def hints(self, kind: Kind) -> tuple[str, ...]:
         """The usual causes of a failure of this kind, as a replay line lists them; families add their own."""
         return USUAL_CAUSES.get(kind, ())

@@ -7,6 +7,7 @@ import importlib
 from importlib.metadata import entry_points
 
 from kcontract.family.base import Family
+from kcontract.usercode import user_code
 
 GROUP = "kcontract.families"
 
@@ -26,11 +27,13 @@ def family_class(name: str) -> type[Family] | None:
     anywhere. A family module that exists but fails to import raises its error (the loader shows it)."""
     point = _plugins().get(name)
     if point is not None:
-        found = point.load()
+        with user_code(f"importing family {name}"):
+            found = point.load()
     elif ":" in name:
         module, _, attr = name.partition(":")
         try:
-            found = getattr(importlib.import_module(module), attr, None)
+            with user_code(f"importing family {name}"):
+                found = getattr(importlib.import_module(module), attr, None)
         except ModuleNotFoundError as error:
             if error.name and module.startswith(error.name):
                 return None

@@ -22,7 +22,8 @@ class Launcher(Protocol):
 class KernelFailure(Exception):
     """A kernel call that raised or wrote the wrong thing: one line for the report, the traceback for --verbose."""
 
-    def __init__(self, message: str, trace: str = "", fatal: bool = False):
+    def __init__(self, message: str, trace: str = "", fatal: bool = False, out_of_memory: bool = False):
         super().__init__(message)
         self.message, self.trace = message, trace
         self.fatal = fatal  # the process cannot run further kernels (a faulted GPU context)
+        self.out_of_memory = out_of_memory  # the call found too little device memory beside other tasks

@@ -16,6 +16,7 @@ import numpy as np
 
 from kcontract.errors import EnvironmentProblem
 from kcontract.launch.base import KernelFailure
+from kcontract.machine import out_of_memory
 from kcontract.numerics import poison_bits
 from kcontract.problem import KernelLaunch, Problem, built
 from kcontract.profiling import note_gpu_bytes
@@ -23,6 +24,7 @@ from kcontract.records.attributes import compare_loaded_attributes, record_row
 from kcontract.records.records import records_root
 from kcontract.records.shapes import launch_shapes
 from kcontract.records.toolchains import has_own_records
+from kcontract.usercode import UserCodeExit, user_code
 from kcontract.toolchain.build import build
 from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.built_exports import launch_exports
@@ -164,7 +166,8 @@ class CudaLauncher:
             return [{name: out.get() for name, out in outputs.items()} for _, outputs in calls]
         except cp.cuda.memory.OutOfMemoryError as error:
             raise KernelFailure(f"call {problems[0].label} of kernel {self.label} needs more GPU memory than is "
-                                f"free ({error}): shorten the case's cache, or run fewer workers (--jobs)") from None
+                                f"free ({error}): shorten the case's cache, or run fewer workers (--jobs)",
+                                out_of_memory=True) from None
         except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as error:
             text = str(error)
             fatal = any(word in text.lower() for word in STICKY)
@@ -231,10 +234,14 @@ class DeviceLauncher:
                 inputs = {name: built(array, cp) for name, array in problem.inputs.items()}
                 outputs = {name: poisoned(cp, spec) for name, spec in problem.outputs.items()}
                 try:
-                    self.fn(**inputs, **outputs, **problem.scalars)
+                    with user_code(f"kernel {self.target} in call {problem.label}"):
+                        self.fn(**inputs, **outputs, **problem.scalars)
+                except UserCodeExit as error:
+                    raise KernelFailure(str(error)) from None
                 except Exception as error:  # the kernel's own exception, in one line
                     raise KernelFailure(f"kernel {self.target} raised {type(error).__name__}: {error} in call "
-                                        f"{problem.label}", traceback.format_exc()) from None
+                                        f"{problem.label}", traceback.format_exc(),
+                                        out_of_memory=out_of_memory(error)) from None
             results.append((stream, problem.fetched(outputs)))
         for stream, _ in results:
             stream.synchronize()

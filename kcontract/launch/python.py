@@ -11,8 +11,10 @@ from typing import Callable
 import numpy as np
 
 from kcontract.launch.base import KernelFailure
+from kcontract.machine import out_of_memory
 from kcontract.numerics import poison_bits
 from kcontract.problem import Assembled, OutputSpec, Problem, built
+from kcontract.usercode import UserCodeExit, user_code
 
 BIT_FORMATS = ("bf16", "fp16")  # formats that travel as uint16 bit patterns
 POOL_BYTES = 1 << 30  # filled host buffers a launcher keeps between calls
@@ -21,7 +23,8 @@ POOL_BYTES = 1 << 30  # filled host buffers a launcher keeps between calls
 def resolve(target: str) -> Callable:
     """Import `module:function` (the loader has checked that it imports and takes the ABI)."""
     module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+    with user_code(f"importing {module_name}"):
+        return getattr(importlib.import_module(module_name), attr)
 
 
 def describe(spec: OutputSpec) -> str:
@@ -138,12 +141,15 @@ class PythonLauncher:
             inputs[name] = view
         outputs = {name: poisoned(name, spec) for name, spec in problem.outputs.items()}
         try:
-            _returned(self.fn(**inputs, **outputs, **problem.scalars), outputs, problem)
+            with user_code(f"kernel {self.target} in call {problem.label}"):
+                _returned(self.fn(**inputs, **outputs, **problem.scalars), outputs, problem)
+        except UserCodeExit as error:
+            raise KernelFailure(str(error)) from None
         except OutputMismatch as error:
             raise KernelFailure(f"kernel {self.target} in call {problem.label}: {error}") from None
         except Exception as error:  # the kernel's own exception, reported in one line
             raise KernelFailure(f"kernel {self.target} raised {type(error).__name__}: {error} in call "
-                                f"{problem.label}", traceback.format_exc()) from None
+                                f"{problem.label}", traceback.format_exc(), out_of_memory=out_of_memory(error)) from None
         return {name: np.asarray(buf) for name, buf in outputs.items()}
 
     def run_concurrent(self, problems: list[Problem]) -> list[dict[str, np.ndarray]]:

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from kcontract.report.lines import gate_line, status_line
 from kcontract.report.tables import print_failures
+from kcontract.verdict.audit import gaps
 from kcontract.verdict.outcome import Outcome
 from kcontract.verdict.summary import summarise
 
@@ -35,6 +36,9 @@ def failure_text(outcome: Outcome, planted: dict[str, int] | None, verbose: bool
 def judge_entry(outcome: Outcome, known, contract: str, verbose: bool) -> Verdict:
     """An entry's gate passes when green, or red as a known finding of the contract (and the task ran)."""
     summary = summarise([outcome], [], known, {}, gates=outcome.task.gates)
+    missing = gaps(outcome.task, outcome)
+    if missing:
+        return Verdict("failed", "\n".join(f"the run did not check what it claims: {why}" for why in missing))
     if summary.failed or summary.record_failures:
         return Verdict("failed", failure_text(outcome, None, verbose))
     if summary.known:

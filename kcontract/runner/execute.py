@@ -24,11 +24,13 @@ from kcontract.gates import run_gate
 from kcontract.gates.context import GateContext
 from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
+from kcontract.machine import limit_gpu_pool, out_of_memory
 from kcontract.profiling import host_peak_bytes, measuring
 from kcontract.refcache import ReferenceCache, reference_root
 from kcontract.toolchain.built_exports import family_exports
 from kcontract.runner.job import Job
-from kcontract.verdict.outcome import Outcome, Progress
+from kcontract.usercode import ESCAPES, describe, from_user_code
+from kcontract.verdict.outcome import OUT_OF_MEMORY, Outcome, Progress
 
 _PACKAGE = Path(kcontract.__file__).resolve().parent
 
@@ -67,6 +69,7 @@ def execute(job: Job, report: Callable[[Progress], None] = lambda p: None, fresh
     start = time.perf_counter()
     task = job.task
     outcome = Outcome(task)
+    limit_gpu_pool(task.device_bytes)
     try:
         loaded = fresh_contract(job, fresh)
         entry = loaded.entry(task.entry)
@@ -92,13 +95,21 @@ def execute(job: Job, report: Callable[[Progress], None] = lambda p: None, fresh
     except KernelFailure as failure:
         outcome.status, outcome.detail, outcome.trace, outcome.fatal = "error", failure.message, failure.trace, \
             failure.fatal
+        if failure.out_of_memory:
+            outcome.status = OUT_OF_MEMORY
     except EnvironmentProblem as problem:
         outcome.status, outcome.detail = "environment", problem.message
     except KContractError as error:
         outcome.status, outcome.detail = "error", error.message
     except Exception as exc:  # a bug in a family or in kcontract: report it by name, keep the run going
-        outcome.status = "error"
+        outcome.status = OUT_OF_MEMORY if out_of_memory(exc) else "error"
         outcome.detail = f"{type(exc).__name__}: {exc}"
+        outcome.trace = traceback.format_exc()
+    except ESCAPES as exc:  # user code (a family, an unpickled module) that exits: an error, never a pass
+        if not from_user_code(exc):
+            raise
+        outcome.status, outcome.detail = "error", f"{type(exc).__name__} from user code: {describe(exc)}; the task " \
+                                                  f"did not finish its gates"
         outcome.trace = traceback.format_exc()
     outcome.seconds = time.perf_counter() - start
     return outcome

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -9,8 +10,9 @@ from kcontract.contract.loaded import LoadedContract
 from kcontract.family.cases import family_cases, main_cases
 from kcontract.machine import free_gpu_memory, physical_memory, size_text, usable_cores
 from kcontract.records.gate5 import orphan_records
+from kcontract.verdict.audit import disagreements, unchecked, without_outcome
 from kcontract.verdict.summary import Summary, summarise
-from kcontract.verdict.outcome import Outcome, Progress, Task, merge_outcomes
+from kcontract.verdict.outcome import OUT_OF_MEMORY, Outcome, Progress, Task, merge_outcomes
 from kcontract.runner.budget import WORKER_DEVICE_FLOOR, device_budget
 from kcontract.runner.job import jobs_for
 from kcontract.runner.plan import device_bytes
@@ -76,18 +78,45 @@ def run_tasks(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress:
                          for t in tasks[len(outcomes):]]
         return outcomes
     budget = device_budget(tasks, jobs, free_gpu_memory()) if gpu else None
-    return run_in_workers(work, jobs, on_progress, on_done, budget, durations)
+    if jobs == 1:
+        return run_in_workers(work, jobs, on_progress, on_done, budget, durations)
+    outcomes = run_in_workers(work, jobs, on_progress, lambda o: o.status == OUT_OF_MEMORY or on_done(o), budget,
+                              durations)  # one that ran out of memory is reported when it ran alone
+    return alone_after_out_of_memory(work, outcomes, on_progress, on_done)
+
+
+def alone_after_out_of_memory(work: list, outcomes: list[Outcome | None], on_progress: Callable[[Progress], None],
+                              on_done: Callable[[Outcome], None]) -> list[Outcome | None]:
+    """Tasks that found too little device memory beside others run again, one at a time with the whole device (no
+    pool cap), before anything is judged; a task that runs out of memory alone fails as it ended."""
+    again = [i for i, o in enumerate(outcomes) if o is not None and o.status == OUT_OF_MEMORY]
+    if not again:
+        return outcomes
+    alone = [dataclasses.replace(work[i], task=dataclasses.replace(work[i].task, device_bytes=0)) for i in again]
+    redone = run_in_workers(alone, 1, on_progress, on_done)
+    found = list(outcomes)
+    for i, outcome in zip(again, redone):
+        if outcome is not None:
+            outcome.task = work[i].task
+            outcome.detail = (outcome.detail + "; " if outcome.detail else "") + "ran alone after running out of " \
+                                                                                 "device memory beside other tasks"
+        found[i] = outcome
+    return found
 
 
 def run_contract(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
                  on_done: Callable[[Outcome], None], whole: bool, gpu: bool = False,
-                 durations: dict | None = None) -> RunResult:
-    """Run every task and summarise; a whole-contract run also fails on record files with no entry."""
-    outcomes = merge_outcomes(run_tasks(loaded, tasks, jobs, on_progress, on_done, gpu, durations))
+                 durations: dict | None = None, empty_ok: bool = False) -> RunResult:
+    """Run every task and summarise; a whole-contract run also fails on record files with no entry, and a run that
+    did not check what its plan claims fails (verdict/audit.py; `empty_ok`: a shard may hold no task)."""
+    ran = without_outcome(tasks, run_tasks(loaded, tasks, jobs, on_progress, on_done, gpu, durations))
+    outcomes = merge_outcomes(ran)
     entries = [o for o in outcomes if o.task.kind == "entry"]
     controls = [o for o in outcomes if o.task.kind == "control"]
     planted = {c.name: c.gate for c in loaded.controls}
     notes = orphan_records(loaded) if whole and any(e.kernel.cuda is not None for e in loaded.entries) else []
     summary = summarise(entries, controls, loaded.known_findings, planted, notes,
                         gates=[g for t in tasks for g in t.gates], case=tasks[0].case if tasks else None)
+    if not summary.interrupted and (tasks or not empty_ok):
+        summary.unchecked = unchecked(tasks, ran) + disagreements(summary, tasks)
     return RunResult(entries, controls, summary, planted)

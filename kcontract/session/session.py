@@ -83,7 +83,7 @@ class Session:
         gpu = bool(self.on_gpu(plan.tasks))
         durations = gate_seconds(newest_whole_receipt(self.path)[0], "gpu" if gpu else "cpu")
         return run_contract(self.loaded, plan.tasks, self.jobs, on_step, on_done, whole=options.whole, gpu=gpu,
-                            durations=durations)
+                            durations=durations, empty_ok=options.shard is not None)
 
     def document(self, result) -> dict:
         """The run's JSON document."""

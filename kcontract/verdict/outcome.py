@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from kcontract.gates.base import GateResult, Offender
 
 
+OUT_OF_MEMORY = "out of memory"  # a task's status where the device had too little memory beside other tasks
+
+
 @dataclass
 class Task:
     """One entry, or one control standing in for its entry, to run in a worker."""
@@ -31,7 +34,8 @@ class Outcome:
 
     task: Task
     status: str = "ran"  # "ran", "crashed", "timed out", "error", "environment" (the machine cannot run it),
-    # "interrupted" (the run was stopped before the task ended)
+    # "interrupted" (the run was stopped before the task ended), "out of memory" (too little device memory beside
+    # other tasks: the runner runs it again alone)
     detail: str = ""  # one line: how it crashed or what raised
     trace: str = ""  # the traceback behind an error, shown with --verbose
     gates: dict[int, GateResult] = field(default_factory=dict)

@@ -56,6 +56,7 @@ class Summary:
     notes: list[str] = field(default_factory=list)  # contract-level record problems (a record with no entry)
     findings: list[str] = field(default_factory=list)  # the records gate's toolchain findings, each once
     environment: list[str] = field(default_factory=list)  # why this machine could not run a task (exit 3)
+    unchecked: list[str] = field(default_factory=list)  # where the run did not check what its plan claims
     interrupted: bool = False  # the run was cut short (Ctrl-C, SIGTERM)
 
     @property
@@ -73,17 +74,19 @@ class Summary:
             text += f"; {plural(self.record_failure_count, 'record failure')}"
         if self.findings:
             text += f"; {plural(len(self.findings), 'toolchain finding')}"
+        if self.unchecked:
+            text += f"; {len(self.unchecked)} not checked"
         return text + ("; interrupted" if self.interrupted else "")
 
     @property
     def exit_code(self) -> ExitCode:
-        """0 only when nothing failed, no control was missed and the records held; 3 when the machine could not run a
+        """0 only when nothing failed, no control was missed, the records held and the plan was checked; 3 when the machine could not run a
         task (a GPU that cannot load the cubins, say); 130 when interrupted."""
         if self.interrupted:
             return ExitCode.INTERRUPTED
         if self.environment:
             return ExitCode.ENVIRONMENT
-        ok = self.failed == 0 and self.missed == 0 and not self.record_failure_count
+        ok = self.failed == 0 and self.missed == 0 and not self.record_failure_count and not self.unchecked
         return ExitCode.OK if ok else ExitCode.FAILED
 
 

@@ -138,6 +138,11 @@ class Matmul(Family):
         c = self._case(case)
         return (c.m * c.k + c.n * c.k) * 2 + c.m * c.n * 4
 
+    def reference_device_bytes(self, case: str) -> int:
+        """The float64 product's output and its k-step replay's partial sums, and cuBLAS's workspace."""
+        c = self._case(case)
+        return c.m * c.n * 8 * 2 + (128 << 20)
+
     def bench_calls(self, sizes: dict[str, tuple[int, ...]]) -> list:
         from kcontract.families.matmul.bench import matmul_call
 
