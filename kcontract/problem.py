@@ -154,6 +154,7 @@ class Checked:
     problem: Problem
     reference: Reference | Callable[[], Reference]
     notes: dict[str, Any] = field(default_factory=dict)  # facts about the inputs for the report
+    causes: tuple[str, ...] = ()  # what a failure on these inputs means, in place of the family's usual causes
 
     def compute_reference(self) -> Reference:
         """The reference, computed now if it is a function."""

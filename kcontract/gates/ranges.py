@@ -44,11 +44,17 @@ class RangeTally:
         self.facts: dict[str, list] = {}
         self.by_output: dict[str, dict[str, int]] = {}  # counts per output buffer (out, part_m, ...)
         self.by_case: dict[str, dict[str, dict[str, int]]] = {}  # checked and decided per case and output
+        self.causes: dict[str, None] = {}  # the failing problems' own causes, in order
+        self.usual = False  # whether a failing problem has none of its own (the family's usual causes apply)
 
     def add(self, checked: Checked, reference: Reference, outputs: dict[str, np.ndarray]) -> None:
         """Check every expected output of one run."""
+        failures = self.result.failures
         for exp in reference.expected:
             self._check(checked.case, exp, outputs[exp.output])
+        if self.result.failures > failures:
+            self.causes.update(dict.fromkeys(checked.causes))
+            self.usual |= not checked.causes
         for key, value in (checked.notes | reference.notes).items():
             self.facts.setdefault(key, []).append(value)
 
@@ -103,7 +109,7 @@ class RangeTally:
         elif r.failures:
             r.message = (f"{r.failures} of {r.checked} outputs outside their range or not bit-equal where decided"
                          + STOPPED * ("stopped_at_case" in r.facts))
-            r.causes = tuple(ctx.family.hints(Kind.RANGES))
+            r.causes = tuple(self.causes) + (tuple(ctx.family.hints(Kind.RANGES)) if self.usual else ())
         r.facts["decided_pct"] = round(100.0 * r.decided / r.checked, 2) if r.checked else 0.0
         if len(self.by_output) > 1:
             r.facts["by_output"] = self.by_output

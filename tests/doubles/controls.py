@@ -186,3 +186,4 @@ def _fused(**hooks):
 fused_decode_grouping = _fused(grouping="decode")  # scores in the decode kernel's k-step grouping of head dims
 fused_without_rescale = _fused(rescale_o=False)  # the online merge adds o_c b to O without scaling O by a
 fused_backwards_merge = _fused(backwards=True)  # the online merge walks the key tiles from the last one back
+fused_steps_backwards = _fused(steps_backwards=True)  # each chunk's p times V k-steps from the last one back

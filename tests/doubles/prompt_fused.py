@@ -42,12 +42,12 @@ def bf16_parts(p: np.ndarray, p_bf16: bool) -> list[np.ndarray]:
     return [hi, mid, p - hi - mid]
 
 
-def pv_steps(p: np.ndarray, v: np.ndarray, p_bf16: bool) -> np.ndarray:
-    """o_c [..., D] of p [..., 64] and v [64, D]: k-steps over keys 16 s .. 16 s + 15 in order from 0, each part of
-    p in turn."""
+def pv_steps(p: np.ndarray, v: np.ndarray, p_bf16: bool, steps_backwards: bool = False) -> np.ndarray:
+    """o_c [..., D] of p [..., 64] and v [64, D]: k-steps over keys 16 s .. 16 s + 15 in order from 0 (a planted
+    fault: from the last one back), each part of p in turn."""
     acc = np.zeros(p.shape[:-1] + (v.shape[1],))
     parts = bf16_parts(p, p_bf16)
-    for s0 in range(0, p.shape[-1], STEP):
+    for s0 in range(0, p.shape[-1], STEP)[::-1 if steps_backwards else 1]:
         b = v[s0:s0 + STEP].T  # [D, 16]: broadcast by the k-step against each part's [..., 1, 16]
         for part in parts:
             acc = kstep(acc, part[..., None, s0:s0 + STEP], b)
@@ -55,18 +55,18 @@ def pv_steps(p: np.ndarray, v: np.ndarray, p_bf16: bool) -> np.ndarray:
 
 
 def attend_tile(qf, kf, vf, firsts, lasts, c0: int, scale, p_bf16: bool, grouping: str, rescale_o: bool,
-                chains: int = 1, backwards: bool = False):
+                chains: int = 1, backwards: bool = False, steps_backwards: bool = False):
     """One tile and key head: qf [T, G, D], kf and vf [n, D] (float64 values) for keys 64 c0 .., firsts and lasts
     [T]; returns out [T, G, D] and row_m [T, G] in fp32. Chunks no row of the tile sees are skipped, chunks a row
     does not see leave its state as it is."""
-    chunks = tile_chunks(qf, kf, vf, firsts, lasts, c0, scale, p_bf16, grouping)
+    chunks = tile_chunks(qf, kf, vf, firsts, lasts, c0, scale, p_bf16, grouping, steps_backwards)
     if backwards:  # a planted fault: the key tiles walked from the last one back
         chunks = reversed(list(chunks))
     big_m, big_l, big_o = online_merge(chunks, qf.shape, chains, rescale_o)
     return big_o / big_l[..., None], big_m
 
 
-def tile_chunks(qf, kf, vf, firsts, lasts, c0: int, scale, p_bf16: bool, grouping: str):
+def tile_chunks(qf, kf, vf, firsts, lasts, c0: int, scale, p_bf16: bool, grouping: str, steps_backwards=False):
     """(c, m_c, l_c, o_c) of each chunk some row of the tile sees, in increasing absolute c: m_c and l_c [T, G],
     o_c [T, G, D] in fp32 (m_c = -inf, l_c = o_c = 0 where a row sees none of the chunk)."""
     t, g, d = qf.shape
@@ -84,7 +84,7 @@ def tile_chunks(qf, kf, vf, firsts, lasts, c0: int, scale, p_bf16: bool, groupin
         p = np.where(seen[:, None], np.exp(x.astype(np.float64)).astype(F32), F32(0))
         if p_bf16:
             p = round_to(p.astype(np.float64), "bf16").astype(F32)
-        yield c, m, quad_sums(p), pv_steps(p, vf[keys], p_bf16)
+        yield c, m, quad_sums(p), pv_steps(p, vf[keys], p_bf16, steps_backwards)
 
 
 def online_merge(chunks, shape: tuple, chains: int = 1, rescale_o: bool = True):
@@ -120,7 +120,7 @@ def merge_step(big_m, big_l, big_o, m, l_c, o_c, rescale_o: bool):
 
 def fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out, row_m, *, win, ring, scale,
                p_bf16: bool, grouping: str = "natural", rescale_o: bool = True, chains: int = 1,
-               backwards: bool = False):
+               backwards: bool = False, steps_backwards: bool = False):
     """The fused kernel, tile by tile: each sequence's rows in tiles of TILE // G, every key head's G query heads;
     `chains` online merge chains (merge_chains)."""
     hq, d = q.shape[1], q.shape[2]
@@ -144,7 +144,7 @@ def fused_rows(q, k_cache, v_cache, seq_row0, seq_pos0, seq_slot, row_last, out,
                 vf[stored] = f32_of_bf16(v_cache[int(seq_slot[s]), pos[stored] % int(ring), kh])
                 heads = slice(kh * g, (kh + 1) * g)
                 y, top = attend_tile(qf[:, heads], kf, vf, firsts, lasts, c0, F32(scale), p_bf16, grouping,
-                                     rescale_o, chains, backwards)
+                                     rescale_o, chains, backwards, steps_backwards)
                 out[rows, heads] = bf16_from_f32_bits(y.astype(F32))
                 row_m[rows, heads] = top
 

@@ -10,7 +10,7 @@ from kcontract.families.attention import mirrors
 from kcontract.families.attention.common import STRESS_CASE, WindowAttention
 from kcontract.families.attention.exact import mirror_reference
 from kcontract.families.attention.layout import ABI, build_problem
-from kcontract.families.attention.probes import order_probe_row, probe_positions
+from kcontract.families.attention.probes import gate1_probe_rows, order_cause, order_probe_row, probe_positions
 from kcontract.families.attention.realistic import ROW_KINDS, realistic_row, sequence_rows, stream_rows
 from kcontract.families.attention.reference import AXES, call_reference, expected_outputs
 from kcontract.families.attention.rows import RowData
@@ -65,8 +65,14 @@ class AttentionDecode(WindowAttention):
     def case_traits(self, case: str) -> dict[str, object]:
         return {"window": "ring" if self._case(case).cache.kind == "ring" else "none"}
 
+    def longest_keys(self, case: str) -> int:
+        """Keys of the case's longest row."""
+        c = self._case(case)
+        window = self.window_of(c)
+        return max(pos - window.first(pos) + 1 for pos in c.rows)
+
     def case_bytes(self, case: str) -> int:
-        """Host bytes a worker holds at most: the rows' keys and two order probes (the caches are Assembled from
+        """Host bytes a worker holds at most: the rows' keys and four order probes (the caches are Assembled from
         them), drawing the longest row, and its float64 reference's per-key arrays."""
         c, shape = self._case(case), self.spec.shape
         window = self.window_of(c)
@@ -76,7 +82,7 @@ class AttentionDecode(WindowAttention):
         longest = max(keys)
         draw = longest * shape.kv_heads * shape.head_dim * 12  # float32 draws and their conversion
         reference = longest * shape.q_heads * 8 * 24
-        return (sequences + 2 * longest) * per_key + draw + reference
+        return (sequences + 4 * longest) * per_key + draw + reference
 
     def case_buffer_bytes(self, case: str) -> int:
         """The base call's cache pool (rows, order probes, a filler slot), one variant's, and the longer cache's."""
@@ -125,14 +131,15 @@ class AttentionDecode(WindowAttention):
             call = self._build(f"{case}/order_probes", probes, window)
             parts = int(call.scalars["n_part"])
             checked.append(Checked(f"{case}/order_probes", call, lambda: self._reference(probes, self.scale, parts),
-                                   notes={"keys": [r.pos - r.first + 1 for r in probes]}))
+                                   notes={"keys": [r.pos - r.first + 1 for r in probes]},
+                                   causes=(order_cause(self.spec.arithmetic.sum_order),)))
         return checked
 
     def _probe_rows(self, case: str, rows: list[RowData], window: Window) -> list[RowData]:
-        """Gate 1's order probes: q = 0 over cancelling pairs of large values, at the case's probe positions."""
+        """Gate 1's order probes at the case's probe positions: q = 0 over cancelling pairs of large values, across
+        chunks and inside one."""
         rng = stream(self.seed, self.entry, case, "gate1-probes")
-        return [order_probe_row(rng, self.spec.shape, window, pos, self.spec.arithmetic.chunk)
-                for pos in probe_positions(rows)]
+        return gate1_probe_rows(rng, self.spec.shape, window, probe_positions(rows), self.spec.arithmetic.chunk)
 
     def _reference(self, rows: list[RowData], scale: float, n_part: int, exact_scores: bool = False) -> Reference:
         """The output's range and, unless the kernel hides them, its partials' at fp32 resolution."""

@@ -19,7 +19,7 @@ from kcontract.families.attention.prompt_rows import (
     realistic_sequence,
     same_query_sequence,
 )
-from kcontract.families.attention.probes import order_probe_row
+from kcontract.families.attention.probes import gate1_probe_rows, order_cause
 from kcontract.families.attention.prompt_spec import PromptSpec, Sequence
 from kcontract.families.attention.prompt_variants import PromptPlan, plan_prompt_variants
 from kcontract.families.attention.shared_scores import shared_scores
@@ -96,7 +96,8 @@ class AttentionPrompt(WindowAttention):
         checked = [self._checked(case, list(self._seqs(case)), window)]
         if self.spec.arithmetic.sum_order != "any":
             probes = self.memo(("gate1-probes", case), lambda: self._probe_seqs(case, window))
-            checked.append(self._checked(f"{case}/order_probes", probes, window))
+            checked.append(self._checked(f"{case}/order_probes", probes, window,
+                                         causes=(order_cause(self.spec.arithmetic.sum_order),)))
         return checked
 
     def _probe_seqs(self, case: str, window: Window) -> list[PromptSeq]:
@@ -104,14 +105,12 @@ class AttentionPrompt(WindowAttention):
         over the probe's keys (cancelling pairs of large values in every column)."""
         rng = stream(self.seed, self.entry, case, "gate1-probes")
         ends = sorted({s.end for s in self._case(case).sequences})
-        seqs = []
-        for pos in sorted({ends[-1], ends[len(ends) // 2]}, reverse=True):
-            row = order_probe_row(rng, self.spec.shape, window, pos, self.spec.arithmetic.chunk)
-            rows = min(BAND, pos + 1, pos - row.first + 1)
-            if window.first(pos - rows + 1) != row.first:  # a sliding window: earlier rows see earlier keys
-                rows = 1
-            seqs.append(same_query_sequence(Sequence(start=pos - rows + 1, rows=rows), row))
-        return seqs
+        positions = sorted({ends[-1], ends[len(ends) // 2]}, reverse=True)
+        bands = {pos: _probe_band(pos, window) for pos in positions}
+        probes = gate1_probe_rows(rng, self.spec.shape, window, positions, self.spec.arithmetic.chunk,
+                                  [pos - bands[pos] + 1 for pos in positions])  # inside chunks every row sees
+        return [same_query_sequence(Sequence(start=row.pos - bands[row.pos] + 1, rows=bands[row.pos]), row)
+                for row in probes]
 
     def template_args(self) -> dict[str, int]:
         shape = self.spec.shape
@@ -122,6 +121,12 @@ class AttentionPrompt(WindowAttention):
     def case_traits(self, case: str) -> dict[str, object]:
         c = self._case(case)
         return {"window": "ring" if c.cache.kind == "ring" else "none", "images": "spans" if c.images else "none"}
+
+    def longest_keys(self, case: str) -> int:
+        """Keys of the case's longest sequence."""
+        c = self._case(case)
+        window = self.window_of(c)
+        return max(s.end - window.first(s.start) + 1 for s in c.sequences)
 
     def case_bytes(self, case: str) -> int:
         """Host bytes a worker holds at most: each sequence's keys (twice: drawn and laid out), the float32 draws
@@ -166,8 +171,8 @@ class AttentionPrompt(WindowAttention):
                      for i, seq in enumerate(case.sequences))
 
     def _checked(self, label: str, seqs: list[PromptSeq], window: Window, scale: float | None = None,
-                 exact_scores: bool = False) -> Checked:
-        """A call over `seqs` with the rigorous ranges of every row."""
+                 exact_scores: bool = False, causes: tuple[str, ...] = ()) -> Checked:
+        """A call over `seqs` with the rigorous ranges of every row (`causes`: what a failure on them means)."""
         scale = self.scale if scale is None else scale
         problem = self._build(label, seqs, window, scale=scale)
         n_part = int(problem.scalars["n_part"]) if "n_part" in problem.scalars else None
@@ -180,7 +185,7 @@ class AttentionPrompt(WindowAttention):
             return call_reference(rows, a, scale, n_part, exact_scores, row_m=self.fused, kernel=self.exports)
 
         return Checked(label, problem, reference,
-                       notes={"keys": [r.pos - r.first + 1 for s in seqs for r in s.rows(window)]})
+                       notes={"keys": [r.pos - r.first + 1 for s in seqs for r in s.rows(window)]}, causes=causes)
 
     def variant_sets(self, case: str) -> list[InvarianceSet]:
         """Gate 2: the case's call, and every variant call."""
@@ -305,3 +310,10 @@ def with_shared_scores(seq: PromptSeq, window: Window, scale: float, grouping: s
     for row, scores in zip(rows, shared_scores(seq.q, seq.k, spans, scale, grouping=grouping)):
         row.extra["scores"] = scores
     return rows
+
+
+def _probe_band(pos: int, window: Window) -> int:
+    """Rows of a probe's band ending at `pos`: up to BAND that all see the keys from the same first one (one row
+    where a sliding window moves it)."""
+    rows = min(BAND, pos + 1, pos - window.first(pos) + 1)
+    return rows if window.first(pos - rows + 1) == window.first(pos) else 1

@@ -94,7 +94,8 @@ def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: i
                        chains=chains, kernel=kernel)[0]
 
 
-ELEMENTS = 1 << 26  # values of one key head's V by chunk lane formed at once (rows x chunks x C x D)
+ELEMENTS = 1 << 25  # values of a replay's largest array formed at once (rows x heads x chunks x keys x D)
+WORKING_BYTES = 12 * 8 * ELEMENTS  # what a replay holds at once: at most a dozen float64 arrays of ELEMENTS
 
 
 def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None, order: str = "split_lanes",
@@ -115,7 +116,7 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
     if chains != 1 and how.runs:
         raise ValueError(f"merge chains belong to an online merge (sum_order: online_mma), given: {chains} "
                          f"chains with sum_order: {order}")
-    size = max(1, elements // (nch * chunk * d))
+    size = max(1, elements // (nch * d * max(chunk, STEP * group)))  # a k-step's terms: [R, G, nch, 16, D]
     copies = SharedCopies(xp)
     parts = [_chunk_sums(rows[i:i + size], grids[i:i + size], scale, group, hk, copies, how, p_round, grouping)
              for i in range(0, len(rows), size)]
