@@ -94,6 +94,32 @@ def test_lines_and_branches_are_judged_against_the_floor_and_the_arguments():
     assert argued.problems == ["line 12 is argued unreachable (stale) but a case executes it: drop the argument"]
 
 
+def test_if_outcomes_are_held_to_their_floor_taken_or_argued():
+    c = campaign([0, 1])  # the else outcome of line 11 is never taken; its line 13 is argued out
+    floor = {"lines": 100, "branches": 100, "argued": [{"line": 13, "reason": "a guard"}]}
+    gap = entry_report(c, c.entries["e"], CoverageFloor(**floor))
+    assert gap.branch_pct == 50.0 and gap.missed_branches == ["line 11: else"]
+    assert gap.problems == ["50.0 % of its reachable `if` outcomes taken, below its floor of 100 %: line 11: else "
+                            "taken by no case: add a case that takes them or argue them (`branch: then` or `else`)"]
+    floor["argued"].append({"line": 11, "branch": "else", "reason": "a guard's outcome"})
+    argued = entry_report(c, c.entries["e"], CoverageFloor(**floor))
+    assert argued.problems == [] and argued.branch_pct == 100.0 and argued.argued_branches == ["line 11: else"]
+    assert argued.as_dict()["branches"] == {"taken": 1, "reachable": 2, "argued": 1, "pct": 100.0}
+    stale = entry_report(campaign([0, 1, 2]), campaign([0, 1, 2]).entries["e"],
+                         CoverageFloor(branches=100, argued=[{"line": 11, "branch": "then", "reason": "never"},
+                                                             {"line": 12, "branch": "else", "reason": "moved"}]))
+    assert stale.problems == [
+        "line 11: then is an `if` outcome argued unreachable (never) but a case takes it: drop the argument",
+        "line 12: else is an `if` outcome argued unreachable (moved) but it is no `if` outcome this entry's "
+        "instantiations reach: drop or move the argument"]
+
+
+def test_a_branch_floor_without_a_floor_of_lines_reports_outcomes_only_when_asked():
+    c = campaign([0, 1])
+    assert entry_report(c, c.entries["e"], CoverageFloor(lines=0)).problems == []
+    assert CoverageFloor().branches is None
+
+
 def test_a_floor_is_for_cuda_kernels(tmp_path):
     text = (ROOT / "tests" / "contracts" / "rmsnorm.yaml").read_text()
     contract = tmp_path / "c.yaml"

@@ -311,6 +311,28 @@ def test_a_coverage_floor_is_judged_against_the_receipts_coverage_of_the_current
     assert "coverage of tiny not measured for its kernel source as it is" in receipt_check().output
 
 
+def test_a_branch_floor_is_judged_against_the_receipts_outcomes_with_the_arguments_as_they_are(project):
+    from kcontract.identity import file_sha256
+
+    project.write_text(project.read_text().replace("    kernel: {cuda: {source: kernels/tiny.cu,",
+                                                   "    coverage: {lines: 100, branches: 100}\n"
+                                                   "    kernel: {cuda: {source: kernels/tiny.cu,", 1))
+    receipt = json.loads((project.parent / "receipts" / "contract-h200.json").read_text())
+    sha = file_sha256(project.parent / "kernels" / "tiny.cu")
+    receipt["coverage"] = {"tiny": {"source_sha256": sha, "lines": {"reachable": 10, "executed": 10, "argued": 0},
+                                    "missed_lines": [], "argued_lines": [],
+                                    "branches": {"reachable": 4, "taken": 3, "argued": 0},
+                                    "missed_branches": ["line 7: then"], "argued_branches": []}}
+    write_receipt(project, receipt)
+    done = receipt_check()
+    assert done.exit_code == 1 and ("tiny takes 75.0 % of its reachable `if` outcomes, below its floor of 100 %: "
+                                    "line 7: then taken by no case") in done.output, done.output
+    project.write_text(project.read_text().replace(
+        "coverage: {lines: 100, branches: 100}",
+        "coverage: {lines: 100, branches: 100, argued: [{line: 7, branch: then, reason: a trap}]}"))
+    assert receipt_check().exit_code == 0
+
+
 def test_rooflines_drawn_from_other_bench_rows_fail_the_check(project):
     pytest.importorskip("matplotlib", reason="--plot needs matplotlib: pip install 'kcontract[plot]'")
     from kcontract.bench.plot import plot_rows

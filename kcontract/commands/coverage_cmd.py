@@ -44,14 +44,17 @@ def coverage_command(names, contract_path, sm, prepare_only, jobs, json_path, re
 
 
 def _line(report, campaign) -> str:
-    """`coverage E (kernels/x.cu): lines 60 of 64 (93.8 %), branches 20 of 24; missed: lines ...`."""
+    """`coverage E (kernels/x.cu): lines 60 of 64 (93.8 %); branches 20 of 24; missed: lines ...`."""
     lines = f"lines {len(report.executed)} of {len(report.reachable) - len(report.argued)}"
     head = f"coverage {report.entry} ({report.source}): "
     if not report.ran:
         return head + f"{len(report.reachable)} lines reachable, {report.branches[1]} branch outcomes (not run)"
-    text = head + f"{lines} ({report.pct:.1f} %), branches {report.branches[0]} of {report.branches[1]}"
+    text = head + f"{lines} ({report.pct:.1f} %)"
     if report.argued:
         text += f", {len(report.argued)} argued"
+    text += f"; branches {report.branches[0]} of {report.branches[1] - len(report.argued_branches)}"
+    if report.argued_branches:
+        text += f", {len(report.argued_branches)} argued"
     if report.elsewhere:
         text += f"; {report.elsewhere} lines only other instantiations reach"
     if report.missed:
@@ -65,7 +68,8 @@ def _summary(reports, bad, prepare_only: bool) -> str:
     """The closing COVERAGE line."""
     reach = sum(len(r.reachable) - len(r.argued) for r in reports)
     done = sum(len(r.executed) for r in reports)
-    taken, outcomes = sum(r.branches[0] for r in reports), sum(r.branches[1] for r in reports)
+    taken = sum(r.branches[0] for r in reports)
+    outcomes = sum(r.branches[1] - len(r.argued_branches) for r in reports)
     if prepare_only:
         return (f"COVERAGE {len(reports)} CUDA entries prepared: {reach} reachable lines, {outcomes} branch outcomes "
                 f"(not run)")

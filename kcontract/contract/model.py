@@ -75,17 +75,36 @@ KernelField = Annotated[Union[Annotated[KernelRef, Tag("kernel-ref")], Annotated
 
 
 class ArguedLine(Strict):
-    """A kernel line no case can execute, and why (as an equivalent mutant is argued)."""
+    """A kernel line, or one outcome of its `if`, that no case can execute, and why (as an equivalent mutant is
+    argued)."""
 
     line: int = Field(ge=1)
+    branch: Literal["then", "else"] | None = None  # one outcome of the line's `if`, not the whole line
     reason: str = Field(min_length=1)
+
+    @property
+    def outcome(self) -> str:
+        """`line 159: then`, as coverage names an outcome."""
+        return f"line {self.line}: {self.branch}"
 
 
 class CoverageFloor(Strict):
-    """The least share of its reachable kernel lines an entry's cases must execute, and the lines argued out."""
+    """The least share of its reachable kernel lines, and of their `if` outcomes, an entry's cases must execute,
+    and the lines and outcomes argued out."""
 
     lines: float = Field(default=100.0, ge=0, le=100)
+    branches: float | None = Field(default=None, ge=0, le=100)  # None: outcomes are reported, not floored
     argued: list[ArguedLine] = []
+
+    @property
+    def argued_lines(self) -> dict[int, str]:
+        """Whole lines argued, with their reasons."""
+        return {a.line: a.reason for a in self.argued if a.branch is None}
+
+    @property
+    def argued_outcomes(self) -> dict[str, str]:
+        """`if` outcomes argued (`line 159: then`), with their reasons."""
+        return {a.outcome: a.reason for a in self.argued if a.branch is not None}
 
 
 class ArguedMutant(Strict):

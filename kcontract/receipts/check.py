@@ -184,8 +184,8 @@ def _judge(report: ReceiptReport, loaded, data: dict, path: Path, machine: Machi
 
 
 def floor_problems(loaded, data: dict) -> list[tuple[str, str]]:
-    """(entry, why) for each entry whose `coverage` floor the receipt's coverage of its current source misses (its
-    argued lines as the contract argues them now), or that has no coverage of its current source."""
+    """(entry, why) for each entry whose `coverage` floors the receipt's coverage of its current source misses (its
+    argued lines and outcomes as the contract argues them now), or that has no coverage of its current source."""
     found = []
     for entry in loaded.entries:
         if entry.coverage is None:
@@ -194,17 +194,29 @@ def floor_problems(loaded, data: dict) -> list[tuple[str, str]]:
         if not isinstance(record, dict) or record.get("source_sha256") != entry_source_sha256(loaded, entry.name):
             found.append((entry.name, f"coverage of {entry.name} not measured for its kernel source as it is"))
             continue
-        not_run = set(record.get("missed_lines") or []) | set(record.get("argued_lines") or [])
-        argued = {a.line for a in entry.coverage.argued}
-        missed = sorted(not_run - argued)
-        lines = record.get("lines") or {}
-        counted = (lines.get("reachable") or 0) - len(not_run & argued)
-        pct = 100.0 * (lines.get("executed") or 0) / counted if counted else 100.0
-        if pct + 1e-9 < entry.coverage.lines:
+        floor = entry.coverage
+        pct, missed = _share(record, "lines", "executed", "missed_lines", "argued_lines", set(floor.argued_lines))
+        if pct + 1e-9 < floor.lines:
             found.append((entry.name, f"{entry.name} executes {pct:.1f} % of its reachable kernel lines, below its "
-                                      f"floor of {entry.coverage.lines:g} %: lines {', '.join(map(str, missed[:12]))} "
+                                      f"floor of {floor.lines:g} %: lines {', '.join(map(str, missed[:12]))} "
                                       f"run under no case; add a case that runs them or argue them in its coverage"))
+        pct, missed = _share(record, "branches", "taken", "missed_branches", "argued_branches",
+                             set(floor.argued_outcomes))
+        if floor.branches is not None and pct + 1e-9 < floor.branches:
+            found.append((entry.name, f"{entry.name} takes {pct:.1f} % of its reachable `if` outcomes, below its "
+                                      f"floor of {floor.branches:g} %: {', '.join(map(str, missed[:12]))} taken by "
+                                      f"no case; add a case that takes them or argue them in its coverage"))
     return found
+
+
+def _share(record: dict, kind: str, done: str, missed: str, argued_then: str, argued_now: set) -> tuple[float, list]:
+    """The share of a receipt's reachable lines or outcomes run, with those the contract argues now left out, and
+    what no case ran that is not argued."""
+    not_run = set(record.get(missed) or []) | set(record.get(argued_then) or [])
+    counts = record.get(kind) or {}
+    counted = (counts.get("reachable") or 0) - len(not_run & argued_now)
+    pct = 100.0 * (counts.get(done) or 0) / counted if counted else 100.0
+    return pct, sorted(not_run - argued_now, key=lambda x: (isinstance(x, str), x))
 
 
 def _rows(n: int) -> str:
