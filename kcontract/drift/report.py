@@ -9,7 +9,7 @@ from kcontract.drift.run import Drift, OpDrift, Placement
 
 def where(d: OpDrift) -> str:
     """`aten.mm in layers.0.attn.qkv` (the model itself where no submodule ran it), naming the output that differs
-    where the op returns several: `aten._scaled_dot_product_flash_attention_for_cpu output 1 (logsumexp) in ...`."""
+    where the op returns several: `aten.max output 1 (indices) in ...`."""
     return f"{d.alone.name}{' ' + d.label if d.label else ''} in {d.alone.module or 'the model'}"
 
 
