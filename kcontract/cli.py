@@ -58,11 +58,43 @@ def cli() -> None:
     """Kernel-contract verification for GPU kernels."""
 
 
+def usage_line(error: click.UsageError, args: list[str]) -> str:
+    """`kcontract run: --jobs: 'x' is not a worker count ... (kcontract run --help)`: click's usage error in one
+    line naming the command and the option."""
+    command = error.ctx.command_path if error.ctx is not None else _command_path(args)
+    param = getattr(error, "param", None)
+    if isinstance(error, click.BadParameter) and not isinstance(error, click.MissingParameter) and param is not None:
+        name = max(param.opts, key=len) if isinstance(param, click.Option) else param.human_readable_name
+        said = f"{name}: {error.message}"
+    else:
+        said = error.format_message()
+        said = said[:1].lower() + said[1:]
+    return f"{command}: {' '.join(said.split()).rstrip('.')} ({command} --help)"
+
+
+def _command_path(args: list[str]) -> str:
+    """`kcontract receipt merge`: the commands the arguments name, for an error click raised without its context."""
+    words, command = ["kcontract"], cli
+    for arg in args:
+        found = command.get_command(None, arg) if isinstance(command, click.Group) else None
+        if found is None:
+            break
+        words.append(arg)
+        command = found
+    return " ".join(words)
+
+
 def main() -> None:
     """Console-script entry point: SIGTERM and Ctrl-C as one line and exit 130, a closed stdout ends quietly."""
     take_signals()
     try:
         code = cli.main(prog_name="kcontract", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as error:  # a bare group: its help, as `--help` shows it
+        error.show()
+        sys.exit(error.exit_code)
+    except click.UsageError as error:
+        print(usage_line(error, sys.argv[1:]), file=sys.stderr)
+        sys.exit(int(ExitCode.USAGE))
     except click.ClickException as error:
         error.show()
         sys.exit(error.exit_code)

@@ -7,7 +7,9 @@ import stat
 import subprocess
 import sys
 
-from tests.helpers.cli import kcontract, no_traceback
+import pytest
+
+from tests.helpers.cli import kcontract, no_traceback, warm_bytecode
 
 KERNEL = "def f(x, w, out, *, hidden, eps):\n    pass\n"
 
@@ -73,3 +75,30 @@ def test_a_module_not_found_names_the_folders_searched(tmp_path):
     done = kcontract("list", "--contract", "sub/contract.yaml", cwd=tmp_path)
     assert done.returncode == 2 and f"no module named 'k' in {tmp_path / 'sub'} or on the Python path" in \
         done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("args, said", [
+    (["nope"], "kcontract: no such command 'nope' (kcontract --help)"),
+    (["run", "--nope"], "kcontract run: no such option '--nope'"),
+    (["run", "--jobs", "x"], "kcontract run: --jobs: 'x' is not a worker count from 1 to 64 or 'auto' "
+                             "(kcontract run --help)"),
+    (["run", "--jobs"], "kcontract run: option '--jobs' requires an argument (kcontract run --help)"),
+    (["run", "--gate", "9"], "kcontract run: --gate: 9 is not in the range 1<=x<=5 (kcontract run --help)"),
+    (["run", "extra"], "kcontract run: got unexpected extra argument (extra) (kcontract run --help)"),
+    (["check", "--jobs", "0"], "kcontract check: --jobs: '0' is not a worker count from 1 to 64 or 'auto'"),
+    (["drift"], "kcontract drift: missing argument 'TARGET' (kcontract drift --help)"),
+    (["drift", "m:f", "--dtype", "f"], "kcontract drift: --dtype: 'f' is not one of 'float32', 'bfloat16', "
+                                      "'float16' (kcontract drift --help)"),
+    (["receipt", "merge", "--output"], "kcontract receipt merge: option '--output' requires an argument"),
+    (["receipt", "nope"], "kcontract receipt: no such command 'nope' (kcontract receipt --help)"),
+])
+def test_a_usage_error_is_one_line_naming_the_command_and_option(tmp_path, args, said):
+    warm_bytecode()
+    started = os.times()
+    done = kcontract(*args, cwd=tmp_path)
+    ended = os.times()
+    no_traceback(done)
+    assert done.returncode == 2 and done.stderr.splitlines() == [done.stderr.strip()], done.stderr
+    assert said in done.stderr and not done.stdout, done.stderr
+    cpu = ended.children_user + ended.children_system - started.children_user - started.children_system
+    assert cpu < 2.0  # the command's own seconds, which other processes on a loaded machine do not stretch

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from kcontract.cli import cli
+from kcontract.machine import usable_cores
 from tests.helpers.receipts import gpu_receipt, write_receipt
 from kcontract.toolchain import locate
 from kcontract.toolchain.locate import find_toolchain
@@ -85,6 +86,18 @@ def test_a_current_project_passes_and_counts_its_compiles(project):
     assert "3 compiles (1 sources x 3 SMs, 3 cached), 0 failed" in done.output
     assert "gate 5: 6 current, 0 stale, 0 missing, 0 limit problems (baseline 0)" in done.output
     assert "receipts: no receipts" in done.output
+
+
+def test_jobs_auto_compiles_with_a_worker_per_usable_core_as_run_does(project, monkeypatch):
+    from kcontract.toolchain import build
+
+    asked = []
+    real_run = build._run
+    monkeypatch.setattr(build, "_run", lambda todo, jobs: asked.append(jobs) or real_run(todo, jobs))
+    (project.parent / "kernels" / "tiny.cu").write_text(TINY.read_text() + "\n// a cold compile\n")
+    done = CliRunner().invoke(cli, ["check", "--contract", str(project), "--jobs", "auto"])
+    assert asked == [usable_cores()], done.output
+    assert "3 compiles (1 sources x 3 SMs, 0 cached), 0 failed" in done.output
 
 
 def test_an_unregistered_kernel_fails_by_name(project):

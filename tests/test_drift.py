@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.helpers.cli import ROOT, kcontract, no_traceback
+from tests.helpers.drift_peak import measured_peaks
 
 torch = pytest.importorskip("torch", reason="drift needs torch: pip install 'kcontract[torch]'")
 
@@ -82,8 +83,7 @@ def test_a_bad_target_is_one_line_and_exit_2(target, said):
 def test_a_bad_option_is_one_line_and_exit_2(option):
     done = kcontract("drift", "examples.drift.llama:small", *option)
     no_traceback(done)
-    said = [line for line in done.stderr.splitlines() if line.startswith(("Error", "ERROR"))]
-    assert done.returncode == 2 and len(said) == 1, done.stderr
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
 
 
 def test_help_answers_without_importing_torch():
@@ -138,12 +138,38 @@ def test_attentions_generator_state_is_no_output_to_compare():
     result = (torch.ones(1, 2, 3, 4), torch.ones(1, 2, 3), torch.empty(0), torch.empty(0), 3, 3,
               torch.tensor(7), torch.tensor(9), torch.empty(0))
     kept = computed(cudnn, result)
-    assert len(kept) == 4 and kept[0] is result[0] and kept[1] is result[1]
-    assert all(t is not result[6] and t is not result[7] for t in kept)
+    assert len(kept) == 4 and kept[0][2] is result[0] and kept[1][2] is result[1]
+    assert [(place, name) for place, name, _ in kept][:2] == [(0, "output"), (1, "logsumexp")]
+    assert all(t is not result[6] and t is not result[7] for _, _, t in kept)
     flash = torch.ops.aten._scaled_dot_product_flash_attention.default
     state = torch.tensor([1, 2])
-    assert all(t is not state for t in computed(flash, (torch.ones(2), torch.ones(1), None, None, 1, 1, state,
-                                                        torch.empty(0), torch.empty(0))))
+    assert all(t is not state for _, _, t in computed(flash, (torch.ones(2), torch.ones(1), None, None, 1, 1, state,
+                                                              torch.empty(0), torch.empty(0))))
     split = torch.ops.aten.split.Tensor
     pieces = (torch.ones(2), torch.ones(2))
-    assert computed(split, pieces) == list(pieces)
+    assert [t for _, _, t in computed(split, pieces)] == list(pieces)
+
+
+def test_a_refused_emit_contract_path_is_named_as_the_option_typed(tmp_path):
+    done = kcontract("drift", "examples.drift.llama:small", "--emit-contract", str(tmp_path))
+    no_traceback(done)
+    assert done.returncode == 2 and done.stderr.startswith(f"ERROR: --emit-contract {tmp_path}: is a directory"), \
+        done.stderr
+
+
+def test_an_op_of_several_outputs_names_the_output_that_differs(tmp_path):
+    report = tmp_path / "drift.json"
+    done = kcontract("drift", "tests.helpers.drift_targets:attention_like", "--batch", "2,8", "--json", str(report))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "first differing op: #1 kctest.attend output 1 (logsumexp) in the model (batch 2, first slot)" in \
+        done.stdout, done.stdout
+    assert "  its output 1 (logsumexp): 1 of 1 elements differ (100.0 %), at most 1 ulps" in done.stdout
+    assert "  batch    8 last    #1 kctest.attend output 1 (logsumexp) in the model" in done.stdout
+    first = json.loads(report.read_text())["first"]
+    assert (first["op"], first["output"], first["output_name"]) == ("kctest.attend", 1, "logsumexp")
+
+
+def test_the_default_batches_peak_within_1_5x_of_the_largest_batch_alone():
+    largest, default = measured_peaks("tests.helpers.drift_targets:wide", 32,
+                                      [("64", "first"), ("2,8,64", "first,middle,last")])
+    assert default <= 1.5 * largest, f"{default:,} bytes at the default batches, {largest:,} at batch 64 alone"

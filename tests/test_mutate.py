@@ -15,6 +15,7 @@ import kcontract.launch
 
 from kcontract.cli import cli
 from kcontract.mutate.operators import CLASSES, code_spans, mutants
+from kcontract.verdict.outcome import Task
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = """#include <cuda_bf16.h>
@@ -222,7 +223,7 @@ class _Outcome:
     def __init__(self, name: str, status: str = "ran", red: bool = False):
         control = re.fullmatch(r"m\d+_g(\d+)", name)  # a mutant's control names its gate; an entry: gate 1
         gate = int(control.group(1)) if control else 1
-        self.task = type("Task", (), {"name": name, "gates": [gate]})()
+        self.task = Task("control", name, name, "contract.yaml", [gate], 0)
         self.status, self.red, self.seconds = status, red, 1.0
 
     def failed_gates(self):

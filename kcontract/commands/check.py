@@ -6,21 +6,23 @@ import sys
 
 import click
 
-from kcontract.commands.common import contract_option, err, out, strict_records_option, user_errors
+from kcontract.commands.common import Jobs, contract_option, err, out, strict_records_option, user_errors
 from kcontract.exitcodes import ExitCode
+from kcontract.machine import usable_cores
 from kcontract.session.check import check_contract
 from kcontract.session.session import Session
 
 
 @click.command("check", short_help="Everything that needs no GPU (the CPU CI job).")
 @contract_option
-@click.option("--jobs", type=click.IntRange(1, 64), help="Worker processes for cold compiles.")
+@click.option("--jobs", type=Jobs(), help="Worker processes for cold compiles, or 'auto' (one per usable core).")
 @strict_records_option
 @click.option("--strict", "strict_receipts", is_flag=True,
               help="Receipt rows judged by an earlier kcontract (its core or their family changed) fail too.")
 @user_errors
-def check_command(contract_path: str, jobs: int | None, strict_records: bool, strict_receipts: bool) -> None:
+def check_command(contract_path: str, jobs: int | str | None, strict_records: bool, strict_receipts: bool) -> None:
     """Validate the contract, find unregistered kernels, compile for every SM, run gate 5, check receipts."""
+    jobs = usable_cores() if jobs == "auto" else jobs
     checked = check_contract(Session(contract_path), jobs, strict_records, strict_receipts,
                              lambda line: err.print(line, markup=False))
     for line in checked.problems:

@@ -55,7 +55,7 @@ def drift_command(target, batch_text, slot_text, tokens, context, dtype, device,
     several slots, record every aten op's output for the request, and report the first op whose bits differ.
     Exit 0: no op differs; 1: one does."""
     batches, slots = _batches(batch_text), _slots(slot_text)
-    require_writable(json=json_path, contract=contract_path)
+    require_writable(json=json_path, emit_contract=contract_path)
     drift = _measure(target, (tokens, context), batches, slots, dtype, device, seed)
     from kcontract.drift.report import as_json, lines
 

@@ -7,9 +7,10 @@ from kcontract.drift.compare import Difference
 from kcontract.drift.run import Drift, OpDrift, Placement
 
 
-def where(op) -> str:
-    """`aten.mm in layers.0.attn.qkv` (the model itself where no submodule ran it)."""
-    return f"{op.name} in {op.module or 'the model'}"
+def where(d: OpDrift) -> str:
+    """`aten.mm in layers.0.attn.qkv` (the model itself where no submodule ran it), naming the output that differs
+    where the op returns several: `aten.max output 1 (indices) in ...`."""
+    return f"{d.alone.name}{' ' + d.label if d.label else ''} in {d.alone.module or 'the model'}"
 
 
 def shapes(op) -> str:
@@ -35,16 +36,16 @@ def lines(drift: Drift) -> list[str]:
     if found is None:
         return said + ["no op differs: the request's every op output has the same bits alone and in every batch"]
     placement, first = found
-    said += [f"first differing op: #{first.index} {where(first.alone)} (batch {placement.batch}, "
+    said += [f"first differing op: #{first.index} {where(first)} (batch {placement.batch}, "
              f"{placement.slot} slot)",
              f"  inputs alone {shapes(first.alone)}; in the batch {shapes(first.batched)}",
-             f"  its output: {amount(first.worst)}",
+             f"  its {first.label or 'output'}: {amount(first.worst)}",
              reaches(placement)]
     later = placement.drifts[1:]
     said.append(f"later differing ops: {len(later)}" + (":" if later else ""))
-    said += [f"  #{d.index} {where(d.alone)}: {amount(d.worst)}" for d in later]
+    said += [f"  #{d.index} {where(d)}: {amount(d.worst)}" for d in later]
     said.append("first differing op per batch and slot:")
-    said += [f"  batch {p.batch:>4} {p.slot:<6}  " + (f"#{p.first.index} {where(p.first.alone)}" if p.first else
+    said += [f"  batch {p.batch:>4} {p.slot:<6}  " + (f"#{p.first.index} {where(p.first)}" if p.first else
                                                      "none") for p in drift.placements]
     return said
 
@@ -62,7 +63,9 @@ def reaches(placement: Placement) -> str:
 def as_json(drift: Drift) -> dict:
     """Every placement with every differing op."""
     def op(d: OpDrift) -> dict:
-        return {"index": d.index, "op": d.alone.name, "module": d.alone.module, "inputs_alone": d.alone.inputs,
+        place, name = d.alone.returns[d.output] if d.alone.returns else (0, "")
+        return {"index": d.index, "op": d.alone.name, "output": place, "output_name": name,
+                "module": d.alone.module, "inputs_alone": d.alone.inputs,
                 "inputs_batched": d.batched.inputs, "elements": d.worst.elements, "differing": d.worst.differing,
                 "max_ulps": d.worst.max_ulps}
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from kcontract.drift.align import align
 from kcontract.drift.compare import Difference, difference, part
 from kcontract.drift.record import Op, record
+from kcontract.drift.slices import RequestPart
 from kcontract.drift.target import Target
 from kcontract.errors import UsageError
 
@@ -17,11 +18,18 @@ SLOTS = ("first", "middle", "last")
 
 @dataclass
 class OpDrift:
-    """An op whose output for the request differs in a batch: the op alone and in the batch, and how much."""
+    """An op whose output for the request differs in a batch: the op alone and in the batch (its outputs not
+    kept), and how much."""
 
     alone: Op
     batched: Op
     worst: Difference  # the output of the op that differs most
+    output: int = 0  # which of the op's outputs that is
+
+    @property
+    def label(self) -> str:
+        """`output 1 (logsumexp)` where the op returns several values, else ""."""
+        return self.alone.output_label(self.output)
 
     @property
     def index(self) -> int:
@@ -99,17 +107,17 @@ def measure(target: Target, tokens: int, batches: list[int], slots: list[str], s
 
 
 def _placement(target, pool, alone_ops: list[Op], alone_out, batch: int, slot: str, position: int) -> Placement:
-    """The request at one slot of one batch, compared op by op with the request alone."""
-    ops, out = record(target.model, placed(pool, batch, position))
+    """The request at one slot of one batch, compared op by op with the request alone: the batch's recording keeps
+    only the request's part of each output, and a differing op keeps none."""
+    ops, out = record(target.model, placed(pool, batch, position), RequestPart(alone_ops, batch, position))
     result = Placement(batch, slot, position)
     for pair in align(target.label, alone_ops, ops, batch, position, slot):
-        shares = [b if pair.looped else part(tuple(a.shape), b, batch, position)
-                  for a, b in zip(pair.alone.outputs, pair.batched.outputs)]
-        compared = [(a, b) for a, b in zip(pair.alone.outputs, shares) if b is not None and a.shape == b.shape]
+        compared = [(k, a, b) for k, (a, b) in enumerate(zip(pair.alone.outputs, pair.batched.outputs))
+                    if b is not None and a.shape == b.shape]
         result.uncompared += len(pair.alone.outputs) - len(compared)
-        worst = max((difference(a, b) for a, b in compared), key=lambda d: d.fraction, default=None)
-        if worst is not None and worst.differing:
-            result.drifts.append(OpDrift(pair.alone, pair.batched, worst))
+        worst = max(((k, difference(a, b)) for k, a, b in compared), key=lambda d: d[1].fraction, default=None)
+        if worst is not None and worst[1].differing:
+            result.drifts.append(OpDrift(pair.alone, replace(pair.batched, outputs=[]), worst[1], worst[0]))
     share = part(tuple(alone_out.shape), out, batch, position)
     result.output = difference(alone_out, share) if share is not None else None
     return result

@@ -11,13 +11,16 @@ from kcontract.verdict.outcome import Progress as Step
 
 
 class RunProgress:
-    """Reports each finished case and gate; `units` counts every (task, gate, case) the run will do."""
+    """Reports each finished case and gate; `units` counts, per Task.key, every (gate, case) the task will do. A
+    task's reports move the bar up to its count, and its end moves the bar the rest of its count (a control stops
+    at its first red call, a crashed task reports no more), so the bar ends at its total."""
 
-    def __init__(self, console: Console, units: int):
+    def __init__(self, console: Console, units: dict[tuple, int]):
         self.console = console
         self.interactive = console.is_terminal
         self.bar: Progress | None = None
-        self.units = max(units, 1)
+        self.left = dict(units)  # units each task has yet to report
+        self.units = max(sum(units.values()), 1)
         self.finished = 0  # tasks ended
 
     def __enter__(self) -> RunProgress:
@@ -35,17 +38,23 @@ class RunProgress:
     def step(self, step: Step) -> None:
         """A case finished (advance the bar) or a gate finished (print its line)."""
         if step.result is None:
-            if self.bar is not None:
-                self.bar.update(self.bar_id, advance=1,
-                                description=f"{who(step.task)} gate {step.gate} {step.case}")
+            self._advance(step.task.key, 1, f"{who(step.task)} gate {step.gate} {step.case}")
             return
         self._print(gate_line(step.task, step.result))
 
     def done(self, outcome: Outcome) -> None:
-        """A task ended; one that did not run to the end gets its line."""
+        """A task ended (the bar takes the rest of its units); one that did not run to the end gets its line."""
         self.finished += 1
+        self._advance(outcome.task.key, self.left.get(outcome.task.key, 0), f"{who(outcome.task)} ended")
         if outcome.status != "ran":
             self._print(status_line(outcome))
+
+    def _advance(self, key: tuple, units: int, description: str) -> None:
+        """Move the bar by `units` of the task's, never past the units it has left."""
+        moved = min(units, self.left.get(key, 0))
+        self.left[key] = self.left.get(key, 0) - moved
+        if self.bar is not None:
+            self.bar.update(self.bar_id, advance=moved, description=description)
 
     def _print(self, line: str) -> None:
         target = self.bar.console if self.bar is not None else self.console

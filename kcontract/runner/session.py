@@ -29,15 +29,14 @@ class RunResult:
     planted: dict[str, int]
 
 
-def work_units(loaded: LoadedContract, tasks: list[Task]) -> int:
-    """Progress units: every case of every gate of every task (a records gate counts one)."""
-    total = 0
+def work_units(loaded: LoadedContract, tasks: list[Task]) -> dict[tuple, int]:
+    """Progress units per task (by Task.key): every case of every gate it runs (a records gate counts one)."""
+    units = {}
     for task in tasks:
         family = loaded.entry(task.entry).family
-        for gate in task.gates:
-            cases = family_cases(family, gate)
-            total += 1 if not cases else (1 if task.case is not None else len(cases))
-    return total
+        cases = [family_cases(family, gate) for gate in task.gates]
+        units[task.key] = sum(1 if not c or task.case is not None else len(c) for c in cases)
+    return units
 
 
 HOST_WORKER_FLOOR = 1 << 30  # host memory a worker holds at least (interpreter, CUDA context, buffers)

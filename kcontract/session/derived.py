@@ -11,7 +11,7 @@ from kcontract.runner.prebuild import prebuild
 from kcontract.session.preflight import check_machine
 from kcontract.verdict.outcome import Outcome, Task
 
-Progress = Callable[[int], ContextManager]  # work units -> a listener with .done(outcome)
+Progress = Callable[[dict[tuple, int]], ContextManager]  # units per Task.key -> a listener with .done(outcome)
 
 
 class Derived:

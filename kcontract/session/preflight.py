@@ -95,8 +95,10 @@ def device_target(loaded) -> str:
 
 def require_writable(**paths: str | None) -> list[str]:
     """Refuse, before any work, an output path that cannot be written (`--json x/y` under a file, a path in
-    /proc); a missing folder is made, and a note returned that says so."""
-    return [note for option, path in paths.items() if path for note in [_require_one(f"--{option}", path)] if note]
+    /proc), each keyword the option's name (`emit_contract` for `--emit-contract`); a missing folder is made, and a
+    note returned that says so."""
+    return [note for option, path in paths.items() if path
+            for note in [_require_one(f"--{option.replace('_', '-')}", path)] if note]
 
 
 def _require_one(flag: str, path: str) -> str | None:

@@ -27,6 +27,11 @@ class Task:
     strict_records: bool = False  # gate 5's toolchain findings fail (`--strict-records`)
     device_bytes: int = 0  # device memory its largest case holds at once (its calls' buffers and reference)
 
+    @property
+    def key(self) -> tuple:
+        """What tells it from a run's other tasks, the same in a worker's copy: kind, name, gates and case."""
+        return self.kind, self.name, tuple(self.gates), self.case
+
 
 @dataclass
 class Outcome:
