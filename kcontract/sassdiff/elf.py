@@ -69,6 +69,8 @@ def _relocated_functions(elf: ELFFile, section) -> tuple[int, ...]:
     if not isinstance(section, RelocationSection):
         return ()
     symtab = elf.get_section(section["sh_link"])
+    if not hasattr(symtab, "get_symbol"):
+        raise ValueError(f"not a readable ELF cubin: {section.name} links to no symbol table")
     found = []
     for relocation in section.iter_relocations():
         symbol = symtab.get_symbol(relocation["r_info_sym"])
@@ -101,7 +103,7 @@ def sections(cubin: bytes) -> tuple[list[Section], list[tuple]]:
     return found, symbols
 
 
-def called(found: list[Section], mangled: str) -> list[str]:
+def _reached(found: list[Section], mangled: str) -> list[str]:
     """The function and every function with a code section of its own that its relocations name, transitively
     (a call into another section is relocated; a call within one is not, and its callee's code is already there)."""
     reached, todo = [], [mangled]
@@ -127,7 +129,7 @@ def function_digest(cubin: bytes, mangled: str) -> str | None:
     found, symbols = sections(cubin)
     if not any(s.name == TEXT + mangled for s in found):
         return None
-    names = called(found, mangled)
+    names = _reached(found, mangled)
     mine = [i for i, s in enumerate(found) if any(s.name.endswith("." + name) for name in names)]
     digest = hashlib.sha256()
     for i in sorted(mine, key=lambda i: found[i].name):
