@@ -15,6 +15,8 @@ from kcontract.contract.loader import load_contract
 from kcontract.contract.patches import PatchError, apply, make
 from kcontract.errors import ContractError
 from kcontract.toolchain.units import contract_uses, group_units
+from tests.helpers.cli import kcontract, no_traceback
+from tests.helpers.comment_controls import KERNEL_FILES, comment_project, refusal
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = "".join(f"line {i}\n" for i in range(1, 31))
@@ -101,37 +103,43 @@ def test_a_patch_that_does_not_apply_is_a_load_error_at_its_line(tmp_path):
         caught.value.message
 
 
-def rms_project(tmp_path: Path, comment: str) -> Path:
-    """The RMSNorm kernel under the records-only family, with a control whose patch adds a comment line above
-    its row function (which moves its code, and so its cubin's bytes)."""
-    contract = project(tmp_path, "")
-    text = (ROOT / "kernels" / "rms_norm.cu").read_text()
-    shutil.copy(ROOT / "kernels" / "rms_norm.cu", tmp_path / "kernels" / "rms_norm.cu")
-    for header in (ROOT / "kernels").glob("*.cuh"):
-        shutil.copy(header, tmp_path / "kernels")
-    anchor = "template <bool kResidual, int T, int H>"
-    assert text.count(anchor) == 1
-    (tmp_path / "controls" / "planted.patch").write_text(make(text, text.replace(anchor, f"{comment}\n{anchor}"),
-                                                              "kernels/rms_norm.cu"))
-    contract.write_text(contract.read_text().replace("kernels/tiny.cu", "kernels/rms_norm.cu").replace(
-        'symbols: {scale: "tiny_scale<32>", round: tiny_round}', 'symbols: {rmsnorm: "rms_norm<256>"}').replace(
-        "launch: {scale: {threads: 128, dynamic_smem: 65536}, round: {threads: 256}}", "launch: {rmsnorm: {threads: 256}}"))
-    return contract
-
-
-@pytest.mark.parametrize("kernel", ["tiny", "rms_norm"])
-def test_a_patch_that_changes_no_machine_code_is_refused_in_one_line(tmp_path, monkeypatch, kernel):
+def test_a_patch_that_changes_no_machine_code_is_refused_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
-    contract = project(tmp_path, tiny_patch("// A small gate-5 test kernel", "// A tiny gate-5 test kernel")) \
-        if kernel == "tiny" else rms_project(tmp_path, "// a comment that plants nothing")
+    contract = project(tmp_path, tiny_patch("// A small gate-5 test kernel", "// A tiny gate-5 test kernel"))
     CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)])
     done = CliRunner().invoke(cli, ["check", "--contract", str(contract)])
     assert done.exit_code == 2, done.output
     errors = [line for line in done.output.splitlines() if line.startswith("ERROR")]
-    assert len(errors) == 1 and re.search(
-        rf"contract\.yaml:\d+: controls\[0\]\.patch: a patch that changes machine code; controls/planted\.patch "
-        rf"leaves every function of kernels/{kernel}\.cu with its machine code \(normalised SASS\) on sm_80, sm_90: "
-        r"plant the fault where it compiles to something", errors[0]), done.output
+    assert len(errors) == 1 and re.search(refusal("kernels/tiny.cu", "sm_80, sm_90"), errors[0]), done.output
+
+
+@pytest.mark.parametrize("source", KERNEL_FILES)
+def test_a_comment_only_control_is_refused_on_every_kernel_file(tmp_path, source):
+    """Each control's cubin holds one entry's instantiations, the entries' all of them: the compiler numbers its
+    internal functions differently in the two, and the machine code is still the same (judged on sm_90a, where
+    every kernel file compiles to its real code)."""
+    contract = comment_project(tmp_path, source, ["sm_90a"])
+    assert CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)]).exit_code == 0
+    done = CliRunner().invoke(cli, ["check", "--contract", str(contract)])
+    assert done.exit_code == 2, done.output
+    errors = [line for line in done.output.splitlines() if line.startswith("ERROR")]
+    controls = len(load_contract(str(contract), import_kernels=False).controls)
+    assert controls > 1 and len(errors) == controls, done.output
+    for index, line in enumerate(errors):
+        assert re.search(refusal(source, "sm_90a", index), line), line
+
+
+def test_the_console_script_refuses_a_comment_only_rmsnorm_control_on_every_target(tmp_path):
+    targets = load_contract(str(ROOT / "contract.yaml"), import_kernels=False).targets
+    contract = comment_project(tmp_path, "kernels/rms_norm.cu", targets)
+    assert kcontract("records", "--update", "--contract", str(contract), cwd=tmp_path).returncode == 0
+    done = kcontract("check", "--contract", str(contract), cwd=tmp_path)
+    no_traceback(done)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 2, errors  # rms_norm<256> and rms_norm<512>: a control on each
+    for index, line in enumerate(errors):
+        assert re.search(refusal("kernels/rms_norm.cu", "sm_80, .*sm_90a, .*", index), line), line
 
 
 def test_a_comment_that_moves_code_changes_a_cubins_bytes_but_not_its_machine_code(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from click.testing import CliRunner
 
 from kcontract.cli import cli
 from kcontract.sassdiff.diff import CHANGED, SAME_BYTES, SAME_SASS, sass_diff
-from kcontract.sassdiff.normalise import normalise, split_functions
+from kcontract.sassdiff.normalise import kernel_code, normalise, split_functions
 from kcontract.toolchain.cache import CompileCache, default_root
 
 CONTRACT = """version: 1
@@ -65,6 +66,31 @@ other:
         /*0000*/                   EXIT ;
 """
 
+# A kernel that calls an internal function placed in its own section (numbered module-wide by the compiler) and a
+# function with a section of its own (as -rdc=true places it)
+CALLS = """
+\t.section\t.text.helper,"ax",@progbits
+helper:
+        /*0000*/                   FFMA R4, R4, R5, 1 ;
+        /*0010*/                   RET.ABS.NODEC R20 0x0 ;
+\t.section\t.text.unused,"ax",@progbits
+unused:
+        /*0000*/                   EXIT ;
+\t.section\t.text._Z1kPf,"ax",@progbits
+_Z1kPf:
+        /*0000*/                   CALL.REL.NOINC `($__internal_2_$__cuda_sm3x_div_rn_noftz_f32_slowpath) ;
+        /*0010*/                   CALL.ABS.NOINC `(helper) ;
+        /*0020*/                   CALL.REL.NOINC `($__internal_3_$__cuda_sm20_rem_s64) ;
+        /*0030*/                   EXIT ;
+        .type           $__internal_2_$__cuda_sm3x_div_rn_noftz_f32_slowpath,@function
+$__internal_2_$__cuda_sm3x_div_rn_noftz_f32_slowpath:
+        /*0040*/                   FADD R0, R0, 1 ;
+        /*0050*/                   RET.REL.NODEC R36 `(_Z1kPf) ;
+$__internal_3_$__cuda_sm20_rem_s64:
+        /*0060*/                   IADD3 R0, R0, 1, RZ ;
+        /*0070*/                   RET.REL.NODEC R36 `(_Z1kPf) ;
+"""
+
 
 @pytest.fixture(autouse=True)
 def shared_cache(tmp_path_factory, monkeypatch):
@@ -111,6 +137,28 @@ def test_normalise_strips_offsets_encodings_labels_and_padding():
     assert normalise(split_functions(renumbered)["_Z1kPf"], "_Z1kPf") == normalise(functions["_Z1kPf"], "_Z1kPf")
     changed = SASS.replace("FADD R0, R0, 1", "FADD R0, R0, -1")
     assert normalise(split_functions(changed)["_Z1kPf"], "_Z1kPf") != normalise(functions["_Z1kPf"], "_Z1kPf")
+
+
+def test_internal_functions_are_renumbered_per_kernel_and_called_functions_count():
+    code = kernel_code(split_functions(CALLS), "_Z1kPf")
+    assert code == ["CALL.REL.NOINC `($__internal_F0_$__cuda_sm3x_div_rn_noftz_f32_slowpath)",
+                    "CALL.ABS.NOINC `(helper)", "CALL.REL.NOINC `($__internal_F1_$__cuda_sm20_rem_s64)", "EXIT",
+                    "$__internal_F0_$__cuda_sm3x_div_rn_noftz_f32_slowpath:", "FADD R0, R0, 1",
+                    "RET.REL.NODEC R36 `(_Z1kPf)", "$__internal_F1_$__cuda_sm20_rem_s64:", "IADD3 R0, R0, 1, RZ",
+                    "RET.REL.NODEC R36 `(_Z1kPf)", "section helper:", "FFMA R4, R4, R5, 1", "RET.ABS.NODEC R20 <addr>"]
+    moved = CALLS.replace("$__internal_2_", "$__internal_7_").replace("$__internal_3_", "$__internal_0_")
+    assert kernel_code(split_functions(moved), "_Z1kPf") == code  # another instantiation moved the numbering
+    same_numbers = CALLS.replace("$__internal_2_$__cuda_sm3x_div_rn_noftz_f32_slowpath) ;",
+                                 "$__internal_3_$__cuda_sm20_rem_s64) ;", 1)
+    assert kernel_code(split_functions(same_numbers), "_Z1kPf") != code  # a call to the other function
+    for changed in (CALLS.replace("FADD R0, R0, 1", "FADD R0, R0, 2"),  # a changed internal function
+                    CALLS.replace("FFMA R4, R4, R5, 1", "FFMA R4, R4, R5, 2"),  # a changed callee in its own section
+                    CALLS.replace("$__internal_2_$__cuda_sm3x_div_rn_noftz_f32_slowpath:",  # bodies swapped
+                                  "$__internal_9_$").replace("$__internal_3_$__cuda_sm20_rem_s64:",
+                                                             "$__internal_2_$__cuda_sm3x_div_rn_noftz_f32_slowpath:")
+                    .replace("$__internal_9_$", "$__internal_3_$__cuda_sm20_rem_s64:")):
+        assert kernel_code(split_functions(changed), "_Z1kPf") != code
+    assert kernel_code(split_functions(CALLS.replace("EXIT ;\n\t.section", "TRAP ;\n\t.section")), "_Z1kPf") == code
 
 
 def test_comment_only_change_is_identical_bytes(repo):
@@ -189,3 +237,44 @@ def test_an_old_contract_with_named_kernels_that_no_longer_loads_is_named(tmp_pa
     with pytest.raises(ContractError, match="kernel 'window_old' is named") as caught:
         contract_kernels(path, "HEAD~3:contract.yaml")
     assert "run sass-diff from its checkout" in caught.value.message and "window_old" in caught.value.message
+
+
+DIVIDE = """template <int N>
+__global__ void ratio(float* x, float a) { x[threadIdx.x] = __fdiv_rn(x[threadIdx.x], a + N); }
+
+__device__ __noinline__ float helper(float x, float a) { return x * a + 1.0f; }
+
+extern "C" __global__ void call(float* x, float a) { x[threadIdx.x] = helper(x[threadIdx.x], a); }
+"""
+
+
+def test_another_instantiation_moves_internal_numbers_and_keeps_the_sass(repo):
+    """Naming ratio<2> too renumbers ratio<1>'s internal division function: its bytes change, its SASS does not."""
+    (repo / "kernels" / "k.cu").write_text(DIVIDE)
+    one = CONTRACT.replace('{scale: "scale<32>", bias: add_bias}', '{one: "ratio<1>"}').replace(
+        "{scale: {threads: 128}, bias: {threads: 128}}", "{one: {threads: 32}}")
+    (repo / "contract.yaml").write_text(one)
+    git(repo, "commit", "-qam", "one instantiation")
+    (repo / "contract.yaml").write_text(one.replace('{one: "ratio<1>"}', '{one: "ratio<1>", two: "ratio<2>"}')
+                                        .replace("{one: {threads: 32}}", "{one: {threads: 32}, two: {threads: 32}}"))
+    result, found = verdicts(repo)
+    assert found[("ratio<1>", "sm_80")] == found[("ratio<1>", "sm_90")] == SAME_SASS, result.changed_blocks()
+    called = {re.search(r"\$__internal_(\d+)_\$", "".join(lines)).group(1)
+              for path in CompileCache(default_root(repo / "contract.yaml")).root.glob("*/*/sass.txt")
+              for name, lines in split_functions(path.read_text()).items() if name == "_Z5ratioILi1EEvPff"}
+    assert len(called) == 2, called  # the two builds number it differently
+
+
+def test_a_changed_function_in_a_section_of_its_own_changes_its_callers_code(repo):
+    """Under -rdc=true a called function has its own section: a change there is a change of the kernel's code."""
+    (repo / "kernels" / "k.cu").write_text(DIVIDE)
+    (repo / "contract.yaml").write_text(CONTRACT.replace(
+        '{source: kernels/k.cu, symbols: {scale: "scale<32>", bias: add_bias}}',
+        '{source: kernels/k.cu, options: ["-rdc=true"], symbols: {call: call}}').replace(
+        "{scale: {threads: 128}, bias: {threads: 128}}", "{call: {threads: 32}}"))
+    git(repo, "commit", "-qam", "a kernel calling a helper")
+    edit(repo, "x * a + 1.0f", "x * a + 2.0f")
+    result, found = verdicts(repo)
+    assert found[("call", "sm_80")] == found[("call", "sm_90")] == CHANGED
+    diff = next(r.diff for r in result.results if r.sm == "sm_90")
+    assert "   section _Z6helperff:" in diff and any(line.strip().startswith("+FFMA") for line in diff), diff

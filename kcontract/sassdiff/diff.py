@@ -10,7 +10,7 @@ from pathlib import Path
 from kcontract.sms import sm_number
 from kcontract.sassdiff.kernels import contract_kernels
 from kcontract.sassdiff.machine import disassembled, same_bytes
-from kcontract.sassdiff.normalise import normalise
+from kcontract.sassdiff.normalise import kernel_code
 from kcontract.sassdiff.revision import checkout
 from kcontract.toolchain.build import Build, Module, build, default_jobs
 from kcontract.toolchain.cache import CompileCache
@@ -177,9 +177,8 @@ def _compare(key: tuple[str, str], sm: str, base: _Side, head: _Side, sass: dict
         return FunctionResult(label, expression, sm, BROKEN)
     if same_bytes(a, b, expression):
         return FunctionResult(label, expression, sm, SAME_BYTES)
-    old_name, new_name = a.lowered[expression], b.lowered[expression]
-    old = normalise(sass[a.key].get(old_name, []), old_name)
-    new = normalise(sass[b.key].get(new_name, []), new_name)
+    old = kernel_code(sass[a.key], a.lowered[expression])
+    new = kernel_code(sass[b.key], b.lowered[expression])
     if old == new:
         return FunctionResult(label, expression, sm, SAME_SASS)
     diff = list(difflib.unified_diff(old, new, "base", "head", n=2, lineterm=""))[2:]

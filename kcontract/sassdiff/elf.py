@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from elftools.common.exceptions import ELFError
 from elftools.elf import enums
 from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
 
 SHT_SYMTAB, SHT_NOBITS = 2, 8
+TEXT = ".text."  # a function's code section: `.text.<mangled>`
 
 # pyelftools gives known enum values by name; these turn them back into the numbers the ELF file holds (names are
 # unique across its machine-specific section types, so one table serves every e_machine)
@@ -26,12 +28,14 @@ def _number(value: int | str, table: dict) -> int:
 
 @dataclass(frozen=True)
 class Section:
-    """One ELF section: name, type and content (empty for NOBITS, with its size kept)."""
+    """One ELF section: name, type and content (empty for NOBITS, with its size kept); for a relocation section,
+    the sections of the functions its relocations name."""
 
     name: str
     kind: int
     size: int
     data: bytes
+    functions: tuple[int, ...] = ()
 
 
 def _open_elf(cubin: bytes) -> ELFFile:
@@ -60,6 +64,21 @@ def _symbol_section(symbol) -> int:
     return _number(symbol["st_shndx"], enums.ENUM_ST_SHNDX)
 
 
+def _relocated_functions(elf: ELFFile, section) -> tuple[int, ...]:
+    """The section indices of the function symbols a relocation section's entries name (none for others)."""
+    if not isinstance(section, RelocationSection):
+        return ()
+    symtab = elf.get_section(section["sh_link"])
+    if not hasattr(symtab, "get_symbol"):
+        raise ValueError(f"not a readable ELF cubin: {section.name} links to no symbol table")
+    found = []
+    for relocation in section.iter_relocations():
+        symbol = symtab.get_symbol(relocation["r_info_sym"])
+        if symbol["st_info"]["type"] == "STT_FUNC" and isinstance(symbol["st_shndx"], int):
+            found.append(symbol["st_shndx"])
+    return tuple(dict.fromkeys(found))
+
+
 def sections(cubin: bytes) -> tuple[list[Section], list[tuple]]:
     """(sections, symbols) of a 64-bit little-endian ELF; a symbol is (name, section index, value, size, info)."""
     elf = _open_elf(cubin)
@@ -73,7 +92,7 @@ def sections(cubin: bytes) -> tuple[list[Section], list[tuple]]:
                 data = cubin[section["sh_offset"]:section["sh_offset"] + size]
             else:
                 data = section.data()
-            found.append(Section(section.name, kind, size, data))
+            found.append(Section(section.name, kind, size, data, _relocated_functions(elf, section)))
             if kind != SHT_SYMTAB or not section["sh_entsize"]:
                 continue
             for symbol in section.iter_symbols():
@@ -84,16 +103,34 @@ def sections(cubin: bytes) -> tuple[list[Section], list[tuple]]:
     return found, symbols
 
 
+def _reached(found: list[Section], mangled: str) -> list[str]:
+    """The function and every function with a code section of its own that its relocations name, transitively
+    (a call into another section is relocated; a call within one is not, and its callee's code is already there)."""
+    reached, todo = [], [mangled]
+    while todo:
+        name = todo.pop(0)
+        if name in reached:
+            continue
+        reached.append(name)
+        for section in found:
+            if section.functions and section.name.endswith(TEXT + name):
+                todo += [found[i].name[len(TEXT):] for i in section.functions
+                         if i < len(found) and found[i].name.startswith(TEXT)]
+    return reached
+
+
 def function_digest(cubin: bytes, mangled: str) -> str | None:
-    """sha256 over the sections named `*.<mangled>`, the symbols in them, and every symbol name of the cubin.
+    """sha256 over the sections named `*.<name>` of the function and of every function it calls in a section of its
+    own, the symbols in them, and every symbol name of the cubin.
 
     Names count because a loaded module is addressed by them (kernels and __device__/__constant__ globals); two
     functions with equal digests are the same machine code in equally named modules. None if the function is absent.
     """
     found, symbols = sections(cubin)
-    mine = [i for i, s in enumerate(found) if s.name.endswith("." + mangled)]
-    if not any(found[i].name == ".text." + mangled for i in mine):
+    if not any(s.name == TEXT + mangled for s in found):
         return None
+    names = _reached(found, mangled)
+    mine = [i for i, s in enumerate(found) if any(s.name.endswith("." + name) for name in names)]
     digest = hashlib.sha256()
     for i in sorted(mine, key=lambda i: found[i].name):
         section = found[i]

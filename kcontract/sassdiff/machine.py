@@ -1,7 +1,8 @@
 """Whether two builds of a function have the same machine code: the same bytes, else the same normalised SASS.
 
-NVRTC's cubins differ in bytes when only a comment of the source changed, so bytes alone cannot say that the
-machine code is unchanged; normalised SASS (sassdiff/normalise.py) can. Every place that decides "changes the
+NVRTC's cubins differ in bytes when only a comment of the source changed, or another instantiation joined the
+file, so bytes alone cannot say that the machine code is unchanged; normalised SASS (sassdiff/normalise.py) can.
+Both compare a kernel symbol together with every function it calls. Every place that decides "changes the
 machine code" asks here.
 """
 
@@ -11,7 +12,7 @@ import functools
 from pathlib import Path
 
 from kcontract.sassdiff.elf import function_digest
-from kcontract.sassdiff.normalise import normalise, split_functions
+from kcontract.sassdiff.normalise import kernel_code, split_functions
 from kcontract.toolchain.build import Module
 from kcontract.toolchain.cache import CompileCache
 from kcontract.toolchain.tools import run_tool
@@ -40,9 +41,8 @@ def same_bytes(a: Module, b: Module, expression: str) -> bool:
 
 
 def normalised(module: Module, expression: str, cache: CompileCache) -> list[str]:
-    """The function's normalised SASS in a module."""
-    mangled = module.lowered[expression]
-    return normalise(disassembled(module, cache).get(mangled, []), mangled)
+    """The function's normalised SASS in a module, with the functions it calls."""
+    return kernel_code(disassembled(module, cache), module.lowered[expression])
 
 
 def same_machine_code(a: Module, b: Module, expressions, cache: CompileCache) -> list[str]:
