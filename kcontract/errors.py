@@ -31,8 +31,10 @@ class ContractError(KContractError):
 
     exit_code = ExitCode.USAGE
 
-    def __init__(self, file: str, line: int | None, path: str, expected: str, given: str | None = None):
+    def __init__(self, file: str, line: int | None, path: str, expected: str, given: str | None = None,
+                 column: int | None = None):
         where = f"{file}:{line}" if line is not None else file
+        where += f":{column}" if line is not None and column is not None else ""
         text = f"{where}: {path}: {expected}" if path else f"{where}: {expected}"
         if given is not None:
             text += f", given: {given}"

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from kcontract.cli import cli
 from kcontract.machine import usable_cores
+from tests.helpers.large import many_entries, measured
 from tests.helpers.receipts import gpu_receipt, write_receipt
 from kcontract.toolchain import locate
 from kcontract.toolchain.locate import find_toolchain
@@ -218,3 +219,14 @@ def test_a_change_to_the_checker_itself_is_reported_and_red_only_when_strict(tmp
                      changed.stdout), changed.stdout
     strict = receipt_check("--strict")
     assert strict.returncode == 1 and "FAIL receipts/contract-h200.json: 1 row of 1 judged by an earlier" in strict.stdout
+
+
+def test_two_thousand_entries_check_list_and_run_one_each_in_two_seconds_and_300_mb(tmp_path):
+    """CPU seconds, its workers' included: other work on a busy machine stretches the wall time, not these."""
+    many_entries(tmp_path, 2000)
+    env = {"KCONTRACT_CACHE": str(tmp_path / "cache")}
+    assert measured("check", "--contract", "large.yaml", cwd=tmp_path, env=env).code == 0  # warms the cache
+    for args in (("check",), ("list",), ("run", "--only", "rms_1234", "--gate", "1", "--no-controls", "--jobs", "1")):
+        done = measured(*args, "--contract", "large.yaml", cwd=tmp_path, env=env)
+        assert done.code == 0, done.output[-2000:]
+        assert done.cpu < 2 and done.peak_mb < 300, f"{args[0]}: {done.cpu:.1f} s CPU, {done.peak_mb:.0f} MB"

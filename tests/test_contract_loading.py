@@ -16,6 +16,8 @@ from kcontract.errors import ContractError
 from kcontract.families.attention.spec import DecodeSpec
 from kcontract.family.base import Family
 from kcontract.gatetable import Suite
+from tests.helpers.large import many_entries
+from tests.helpers.outside import SECRET, make_project
 
 
 class FakeCase(Strict):
@@ -199,7 +201,8 @@ def test_exponent_floats_are_numbers(tmp_path):
 MISTAKES = [
     # (what, old, new, expected message start, words in the message)
     ("unknown top-level key", "seed: 7\n", "seed: 7\ncolour: red\n",
-     "F:3: colour: unknown key; expected one of: version, seed, targets, require_receipt, folders, kernels, entries, controls, known_findings",
+     "F:3: colour: unknown key; expected one of: version, seed, targets, require_receipt, folders, include, kernels, "
+     "entries, controls, known_findings",
      ["given: 'colour'"]),
     ("unknown key inside a family case", "        rows: [1, 2]\n", "        rows: [1, 2]\n        row: 3\n",
      "F:11: entries[0].cases[0].row: unknown key; expected one of: name, rows, given: 'row'", []),
@@ -236,7 +239,7 @@ MISTAKES = [
      "F:27: known_findings[0].entry: an entry name (one of: first, second), given: 'third'", []),
     ("duplicate YAML key", "    gates: [1]\n", "    gates: [1]\n    gates: [2]\n",
      "F:17: entries[1]: each key once, given: 'gates' twice", []),
-    ("YAML syntax error", "    scale: 2", "    scale: 2: 3", "F:12: not valid YAML: mapping values are not allowed here",
+    ("YAML syntax error", "    scale: 2", "    scale: 2: 3", "F:12: not valid YAML: mapping values are not allowed",
      []),
     ("unknown family", "    family: test.fake\n    kernel: {cuda", "    family: test.nope\n    kernel: {cuda",
      "F:14: entries[1].family: a known family (one of: ", ["test.fake", "given: 'test.nope'"]),
@@ -397,3 +400,93 @@ def test_an_alias_bomb_is_refused_before_it_expands(tmp_path):
     message = error(tmp_path, text)
     assert time.monotonic() - started < 5
     assert message.startswith("F:3: a document of at most 100,000 values; with its aliases expanded it holds more")
+
+
+@pytest.mark.parametrize("text, where", [
+    ("version: 1\nseed: 7\x00\n", "F:2:8: a control character, U+0000 (NUL), where YAML allows none: delete it, "
+                                 "or write it as \\x00 inside a double-quoted string"),
+    ("# a bell \x07 rings\nversion: 1\n", "F:1:10: a control character, U+0007 (BEL), where YAML allows none"),
+    ("version: 1\nseed: 7\nentries: [\x1b]\n", "F:3:11: a control character, U+001B (ESC), where YAML allows none"),
+    ("version: 1\nseed: '7\x85\x9f'\n", "F:2:10: a control character, U+009F (APC), where YAML allows none"),
+    ("version: 1\nseed: 7 # \ufffe\n", "F:2:11: a character YAML does not allow, U+FFFE: delete it, or write "
+                                      "it as \\uFFFE inside a double-quoted string"),
+], ids=["NUL", "BEL in a comment", "ESC", "C1 after NEL", "noncharacter"])
+def test_a_character_yaml_does_not_allow_is_located_by_line_and_column(tmp_path, text, where):
+    assert error(tmp_path, text).startswith(where), error(tmp_path, text)
+
+
+SECOND = "kernel: {cuda: {source: k.cu, "  # VALID's CUDA kernel, at line 15
+
+
+@pytest.mark.parametrize("source", ["../elsewhere/secret.cu", "{elsewhere}/secret.cu", "linked.cu",
+                                    "linked/secret.cu", "../elsewhere/absent.cu", "/etc/passwd"])
+def test_a_kernel_source_outside_the_contract_folder_is_refused_unread(tmp_path, source):
+    project = make_project(tmp_path)
+    source = source.format(elsewhere=tmp_path / "elsewhere")
+    message = error(project, edit(VALID, SECOND, f"kernel: {{cuda: {{source: {source}, "))
+    shown = repr(source) if len(repr(source)) <= 60 else repr(source)[:57] + "..."  # long values are cut
+    assert message == (f"F:15: entries[1].kernel.cuda.source: a file under the contract's folder {project} or a "
+                       f"folder that `include:` names; move the file there, or add its folder to `include:`, given: "
+                       f"{shown}"), message
+    assert SECRET not in message
+
+
+@pytest.mark.parametrize("options, at, what", [
+    ("[-I../elsewhere]", 0, "folder"), ("[-Ilinked]", 0, "folder"), ("[-O3, --include-path, ../elsewhere]", 2, "folder"),
+    ("['--include-path={elsewhere}']", 0, "folder"), ("[-include, linked/secret.cuh]", 1, "file"),
+    ("['--pre-include=../elsewhere/secret.cuh']", 0, "file"),
+])
+def test_an_include_option_outside_the_contract_folder_is_refused(tmp_path, options, at, what):
+    project = make_project(tmp_path)
+    options = options.format(elsewhere=tmp_path / "elsewhere")
+    message = error(project, edit(VALID, SECOND, f"kernel: {{cuda: {{options: {options}, source: k.cu, "))
+    assert message.startswith(f"F:15: entries[1].kernel.cuda.options[{at}]: a {what} under the contract's folder "
+                              f"{project} or a folder that `include:` names; move the"), message
+
+
+def test_a_named_kernel_or_a_patch_outside_is_refused_where_it_is_written(tmp_path):
+    project = make_project(tmp_path)
+    named = edit(VALID, "entries:\n", "kernels:\n  out: {cuda: {source: linked.cu, symbols: {main: k}}}\nentries:\n")
+    message = error(project, edit(named, '    kernel: {python: "pkg.faults:merge"}', "    kernel: out"))
+    assert message.startswith("F:4: kernels.out.cuda.source: a file under the contract's folder"), message
+    patched = edit(VALID, "    entry: first\n    kernel: {python: \"pkg.faults:merge\"}\n    gate: 2",
+                   "    entry: second\n    patch: ../elsewhere/secret.patch\n    gate: 1")
+    message = error(project, patched)
+    assert message.startswith("F:23: controls[0].patch: a file under the contract's folder"), message
+    assert SECRET not in message
+
+
+def test_the_contract_folders_lie_inside_too(tmp_path):
+    project = make_project(tmp_path)
+    path = write(project, edit(VALID, "seed: 7\n", "seed: 7\nfolders: {kernels: [kernels, linked], records: /tmp}\n"))
+    with pytest.raises(ContractError) as caught:
+        load_contract(path)
+    assert [line.replace(path, "F").split(" under")[0] for line in caught.value.lines()] == [
+        "F:3: folders.kernels[1]: a folder", "F:3: folders.records: a folder"]
+
+
+def test_include_lets_folders_outside_in(tmp_path):
+    project = make_project(tmp_path)
+    for folders, source in (("[../elsewhere]", "../elsewhere/secret.cu"), ("[linked]", "linked.cu"),
+                            (f"[{tmp_path / 'elsewhere'}]", "linked/secret.cu")):
+        text = edit(edit(VALID, SECOND, f"kernel: {{cuda: {{source: {source}, options: [-Ilinked], "),
+                    "seed: 7\n", f"seed: 7\ninclude: {folders}\n")
+        assert load_contract(write(project, text)).entries[1].kernel.cuda.source == source
+    message = error(project, edit(VALID, "seed: 7\n", "seed: 7\ninclude: [k.cu, ../nowhere]\n"))
+    assert message.startswith(f"F:3: include[0]: an existing folder, relative to {project}, given: 'k.cu'"), message
+
+
+class TestFamiliesFoundOnce:
+    """The installed families are read once, however many entries name them."""
+
+    @pytest.fixture
+    def fakes(self):
+        """No fakes: the real entry points."""
+
+    def test_a_thousand_entries_read_the_entry_points_once(self, tmp_path, monkeypatch):
+        calls = []
+        real = registry.entry_points
+        monkeypatch.setattr(registry, "entry_points", lambda **kw: calls.append(kw) or real(**kw))
+        getattr(registry._plugins, "cache_clear", lambda: None)()
+        loaded = load_contract(str(many_entries(tmp_path, 1000)))
+        assert len(loaded.entries) == 1000 and len(calls) == 1, len(calls)

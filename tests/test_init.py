@@ -119,6 +119,24 @@ def test_cuda_entries_load_as_written(tmp_path, example):
     assert kcontract("list", "--contract", "cuda.yaml", cwd=example).returncode == 0
 
 
+def test_a_source_outside_the_contract_folder_is_included_in_a_new_contract_and_refused_by_an_old_one(tmp_path):
+    contract = tmp_path / "proj" / "contract.yaml"
+    contract.parent.mkdir()
+    done = kcontract("init", "--contract", str(contract), "--family", "attention.decode", "--cuda",
+                     "kernels/window_decode.cu", *SPLIT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    before = contract.read_text()
+    assert f"\ninclude: [{os.path.relpath(ROOT / 'kernels', contract.parent)}]  # the kernel's folder" in before
+    (tmp_path / "other").mkdir()
+    shutil.copy(ROOT / "kernels" / "window_decode.cu", tmp_path / "other" / "decode.cu")
+    done = kcontract("init", "--contract", str(contract), "--family", "attention.decode", "--cuda",
+                     str(tmp_path / "other" / "decode.cu"), *SPLIT, "--name", "other")
+    error = one_error(done)
+    assert "kernel.cuda.source: a file under the contract's folder" in error and "add its folder to `include:`" in \
+        error and error.endswith("(in the would-be contract; nothing written)"), error
+    assert contract.read_text() == before
+
+
 def test_the_families_are_listed_one_line_each():
     done = kcontract("init", "--list-families")
     assert done.returncode == 0, done.stderr

@@ -146,7 +146,7 @@ def test_a_cuda_kernel_without_its_tiles_is_refused_at_load(tmp_path):
     cut = text.replace('        m128n192_tile_m: "mm::kExportTileM<128>"\n', "", 1)
     assert cut != text
     path = tmp_path / "contract.yaml"
-    path.write_text(cut)
+    path.write_text(f"include: [{ROOT / 'kernels'}]\n" + cut)
     (tmp_path / "kernels").symlink_to(ROOT / "kernels")
     with pytest.raises(ContractError, match="`exports` that give m128n192_tile_m: family matmul launches its CUDA"):
         load_contract(str(path), import_kernels=False)
@@ -161,8 +161,8 @@ def test_a_schedule_the_kernel_cannot_follow_is_refused_at_load(tmp_path, schedu
     text = (ROOT / "contract.yaml").read_text()
     cut = text.replace("schedule: {1: m128n128, 512: m128n192, 2048: m128n256}", f"schedule: {schedule}", 1)
     assert cut != text
-    (tmp_path / "contract.yaml").write_text(cut)
-    (tmp_path / "kernels").symlink_to(ROOT / "kernels")
+    (tmp_path / "contract.yaml").write_text(f"include: [{ROOT / 'kernels'}, {ROOT / 'controls'}]\n" + cut)
+    (tmp_path / "kernels").symlink_to(ROOT / "kernels")  # links into folders `include:` names
     (tmp_path / "controls").symlink_to(ROOT / "controls")
     with pytest.raises(ContractError, match=why):
         load_contract(str(tmp_path / "contract.yaml"), import_kernels=False)

@@ -124,6 +124,7 @@ PROMPT_512 = """\
 version: 1
 seed: 7
 targets: [sm_90]
+include: [{root}/kernels]
 kernels:
   window_prompt:
     cuda:
@@ -149,6 +150,7 @@ FUSED_512 = """\
 version: 1
 seed: 7
 targets: [sm_90a]
+include: [{root}/kernels]
 kernels:
   window_prompt_fused:
     cuda:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -217,6 +218,17 @@ def test_bad_revision_and_no_repository_are_usage_errors(repo, tmp_path_factory)
     (lonely / "contract.yaml").write_text(CONTRACT)
     outside = runner.invoke(cli, ["sass-diff", "--contract", str(lonely / "contract.yaml")])
     assert outside.exit_code == 2 and "is not inside a git work tree" in outside.output
+
+
+def test_a_revision_holding_a_link_out_of_the_repository_is_one_line(repo, tmp_path_factory):
+    (repo / "out.cu").symlink_to(tmp_path_factory.mktemp("elsewhere") / "k.cu")
+    git(repo, "add", "out.cu")
+    git(repo, "commit", "-qm", "a link out")
+    done = CliRunner().invoke(cli, ["sass-diff", "--contract", str(repo / "contract.yaml")])
+    errors = [line for line in done.output.splitlines() if line.startswith("ERROR:")]
+    assert done.exit_code == 2 and not isinstance(done.exception, tarfile.TarError), done.output
+    assert len(errors) == 1 and errors[0].startswith("ERROR: HEAD: 'out.cu' is a link to an absolute path: "), done.output
+    assert "sass-diff unpacks a revision's files only inside it" in errors[0]
 
 
 def test_base_without_a_contract_makes_every_kernel_new(repo):

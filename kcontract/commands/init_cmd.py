@@ -23,6 +23,7 @@ from kcontract.contract.kernels import fill_symbols, one_line, python_kernel_pro
 from kcontract.atomicfile import new_file_mode
 from kcontract.contract.loader import load_contract
 from kcontract.contract.model import PYTHON_TARGET, CudaKernel, Entry, KernelRef
+from kcontract.contract.paths import inside
 from kcontract.contract.yaml_lines import LineLoader, load_yaml
 from kcontract.errors import ContractError, KContractError, UsageError
 from kcontract.exitcodes import ExitCode
@@ -83,9 +84,20 @@ def _init(contract_path: str, family_name: str | None, python_target: str | None
     else:
         kernel = _cuda_kernel(cuda_source, functions, family, target.parent)
     entry = [f"name: {_scalar(name)}", f"family: {_scalar(family_name)}", *kernel, *template.splitlines()]
-    text = HEADER + _item(entry, 2, 4) if existing is None else _appended(existing, entry, contract_path)
+    header = _header(cuda_source, target.parent)
+    text = header + _item(entry, 2, 4) if existing is None else _appended(existing, entry, contract_path)
     _write(text, target, contract_path)
     _report(contract_path, name, family_name, kernel, template, existing is None, cuda_source is not None)
+
+
+def _header(cuda_source: str | None, folder: Path) -> str:
+    """A new contract's first lines: with `include:` naming the CUDA source's folder where it lies outside the
+    contract's (an existing contract must name it itself, or its loading says so)."""
+    if cuda_source is None or inside(Path(cuda_source), [folder]):
+        return HEADER
+    relative = Path(os.path.relpath(Path(cuda_source).resolve().parent, folder)).as_posix()
+    return HEADER.replace("\nentries:\n", f"\ninclude: [{_scalar(relative)}]  # the kernel's folder, outside this "
+                                          f"contract's\nentries:\n")
 
 
 def _target(contract_path: str, family_name: str | None) -> Path:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
+import contextlib
+import functools
+import gc
 import json
+import os
 import re
 import types
 from pathlib import Path
@@ -15,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from kcontract.contract.imports import add_import_roots, import_roots
 from kcontract.contract.kernels import one_line, fill_launch, fill_symbols, instance_problem, python_kernel_problem
 from kcontract.contract.loaded import LoadedContract, LoadedControl, LoadedEntry
-from kcontract.contract.model import Contract, Entry, KernelRef
+from kcontract.contract.model import Contract, CudaKernel, Entry, KernelRef
 from kcontract.contract.patches import PatchError, apply
 from kcontract.contract.yaml_lines import join, line_of, load_yaml
 from kcontract.errors import ContractError
@@ -23,7 +25,7 @@ from kcontract.family.base import Family
 from kcontract.family.registry import family_class, family_names
 from kcontract.gatetable import NUMBERS, Kind, Suite, fed_by, gate
 from kcontract.machine import physical_memory, size_text
-from kcontract.contract.paths import resolve_source
+from kcontract.contract.paths import inside, option_paths, readable_folders, resolve_source
 
 Parts = list  # a field path as field names and indices: ["entries", 2, "cases", 0, "rows"]
 
@@ -55,6 +57,25 @@ MAX_BYTES = 4 * 2**20  # a contract file's size at most; larger ones are refused
 
 def load_contract(path: str, *, import_kernels: bool = True) -> LoadedContract:
     """Parse, validate and resolve a contract file; Python kernels are imported and checked unless told not to."""
+    with _no_collection():
+        return _load(path, import_kernels)
+
+
+@contextlib.contextmanager
+def _no_collection():
+    """The cyclic garbage collector paused: a large contract's many small objects (YAML nodes, models) set it off
+    over and over, scanning the whole heap each time, though they form no cycles that outlive the load."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(path: str, import_kernels: bool) -> LoadedContract:
+    """load_contract's steps."""
     text = _read(path)
     add_import_roots(path)
     doc = load_yaml(path, text)
@@ -68,6 +89,7 @@ def load_contract(path: str, *, import_kernels: bool = True) -> LoadedContract:
     model = problems.validate(Contract, data, [])
     specs = _family_specs(problems, data)
     problems.raise_all()
+    problems.readable = _readable(problems, model)
     loaded = _resolve(problems, model, specs, lines, import_kernels)
     problems.raise_all()
     loaded.raw = data
@@ -96,29 +118,59 @@ def _read(path: str) -> str:
                             f"byte {raw[error.start]:#04x}") from None
 
 
+def _readable(problems: _Problems, model: Contract) -> list[Path]:
+    """The folders the contract's kernel files may lie in: its own and each existing one `include:` names; its
+    `folders` must lie in them too."""
+    base = Path(problems.file).resolve().parent
+    for i, folder in enumerate(model.include):
+        if not resolve_source(base, folder).is_dir():
+            problems.add(["include", i], f"an existing folder, relative to {base}", _show(folder))
+    readable = readable_folders(problems.file, [f for f in model.include if resolve_source(base, f).is_dir()])
+    named = [(["folders", "kernels", i], f) for i, f in enumerate(model.folders.kernels)]
+    for parts, folder in named + [(["folders", "records"], model.folders.records)]:
+        if not inside(resolve_source(base, folder), readable):
+            problems.add(parts, _outside("folder", base), _show(folder))
+    return readable
+
+
+def _outside(kind: str, base: Path) -> str:
+    """What a path outside the readable folders should be, and how to make it so."""
+    how = "add its folder to `include:`" if kind == "file" else "add it to `include:`"
+    return (f"a {kind} under the contract's folder {base} or a folder that `include:` names; move the {kind} there, "
+            f"or {how}")
+
+
 def _family_specs(problems: _Problems, data: dict) -> dict[int, tuple[type[Family], BaseModel]]:
-    """Each entry's family class and validated Spec, by entry index (entries with errors left out)."""
+    """Each entry's family class and validated Spec, by entry index (entries with errors left out); each family
+    named is looked up once."""
     specs: dict[int, tuple[type[Family], BaseModel]] = {}
+    found: dict[str, tuple[type[Family] | None, str | None]] = {}
     entries = data.get("entries")
     for i, raw in enumerate(entries if isinstance(entries, list) else []):
         if not isinstance(raw, dict) or not isinstance(raw.get("family"), str):
             continue  # the generic schema reports it
-        try:
-            cls = family_class(raw["family"])
-        except Exception as error:  # a family module that exists but is broken: say where, not a traceback
-            problems.add(["entries", i, "family"], f"a family that imports; importing it raised {one_line(error)}",
-                         _show(raw["family"]))
-            continue
+        if raw["family"] not in found:
+            found[raw["family"]] = _family(raw["family"])
+        cls, why = found[raw["family"]]
         if cls is None:
-            problems.add(["entries", i, "family"],
-                         f"a known family (one of: {', '.join(family_names())}) or package.module:Class",
-                         _show(raw["family"]))
+            problems.add(["entries", i, "family"], why, _show(raw["family"]))
             continue
         fields = {key: value for key, value in raw.items() if key not in Entry.model_fields}
         spec = problems.validate(cls.Spec, fields, ["entries", i], list(Entry.model_fields))
         if spec is not None:
             specs[i] = (cls, spec)
     return specs
+
+
+def _family(name: str) -> tuple[type[Family] | None, str | None]:
+    """A `family:` value's class, or None and what was expected instead."""
+    try:
+        cls = family_class(name)
+    except Exception as error:  # a family module that exists but is broken: say where, not a traceback
+        return None, f"a family that imports; importing it raised {one_line(error)}"
+    if cls is None:
+        return None, f"a known family (one of: {', '.join(family_names())}) or package.module:Class"
+    return cls, None
 
 
 def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str, int],
@@ -193,6 +245,8 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
         if ref.device:
             problems.add(parts + ["device"], "`device` only with a `python` kernel", "true")
         folder = Path(problems.file).resolve().parent
+        if not _readable_files(problems, ref.cuda, defined + ["cuda"], folder):
+            return None
         if not resolve_source(folder, ref.cuda.source).is_file():
             problems.add(defined + ["cuda", "source"], f"an existing CUDA source file, relative to {folder}",
                          _show(ref.cuda.source))
@@ -207,11 +261,26 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
             return None
         return ref.model_copy(update={"cuda": cuda})
     if import_kernels:
-        why = python_kernel_problem(ref, family.kernel_abi(), import_roots(problems.file))
+        key = (ref.python, tuple(family.kernel_abi()))
+        if key not in problems.python_checked:
+            problems.python_checked[key] = python_kernel_problem(ref, key[1], problems.import_roots)
+        why = problems.python_checked[key]
         if why:
             problems.add(parts + ["python"], why, _show(ref.python))
             return None
     return ref
+
+
+def _readable_files(problems: _Problems, cuda: CudaKernel, parts: Parts, folder: Path) -> bool:
+    """Whether the CUDA kernel's source and the header folders and files its options name lie in the readable
+    folders (else each outside is a mistake, and none of them is opened)."""
+    named = [(parts + ["source"], "file", cuda.source)]
+    named += [(parts + ["options", i], kind, value) for i, kind, value in option_paths(cuda.options)]
+    outside = [(at, kind, value) for at, kind, value in named
+               if not inside(resolve_source(folder, value), problems.readable)]
+    for at, kind, value in outside:
+        problems.add(at, _outside(kind, folder), _show(value))
+    return not outside
 
 
 def _gates(problems: _Problems, entry: Entry, cls: type[Family], kernel: KernelRef, base: Parts) -> list[int]:
@@ -323,6 +392,9 @@ def _patched(problems: _Problems, kernel: KernelRef, patch: str, parts: Parts) -
     folder = Path(problems.file).resolve().parent
     path = resolve_source(folder, patch)
     source = resolve_source(folder, kernel.cuda.source)
+    if not inside(path, problems.readable):
+        problems.add(parts, _outside("file", folder), _show(patch))
+        return None
     try:
         apply(source.read_text(), path.read_text(), source.name)
     except OSError as error:
@@ -350,11 +422,19 @@ def _check_findings(problems: _Problems, model: Contract, gates_of: dict[str, li
 
 
 class _Problems:
-    """Collects located errors; raises them all, the first by line carrying the others."""
+    """Collects located errors, raising them all, the first by line carrying the others; and holds what the checks
+    of one load share."""
 
     def __init__(self, file: str, lines: dict[str, int]):
         self.file, self.lines = file, lines
         self.found: list[ContractError] = []
+        self.python_checked: dict[tuple, str | None] = {}  # (module:function, ABI) -> why it cannot be called
+        self.readable: list[Path] = []  # the folders its kernel files may lie in (paths.readable_folders)
+
+    @functools.cached_property
+    def import_roots(self) -> list[Path]:
+        """The folders the contract's Python modules import from, named where one is not found."""
+        return import_roots(self.file)
 
     def add(self, parts: Parts, expected: str, given: str | None = None) -> None:
         """Record one mistake at a field path."""

@@ -161,8 +161,9 @@ class KnownFinding(Strict):
 
 
 class Folders(Strict):
-    """Where the contract's own files live, relative to it: CUDA sources `check` scans for unregistered
-    __global__ functions, and launch records. Two contracts in one folder keep apart by giving their own."""
+    """Where the contract's own files live, relative to it (and inside the folders it may read, as its kernel files
+    are): CUDA sources `check` scans for unregistered __global__ functions, and launch records. Two contracts in one
+    folder keep apart by giving their own."""
 
     kernels: list[str] = ["kernels"]
     records: str = "records"
@@ -177,6 +178,8 @@ class Contract(Strict):
     # `check` fails unless a receipt with rows covers this contract; "strict": rows judged by an earlier kcontract fail
     require_receipt: bool | Literal["strict"] = False
     folders: Folders = Folders()
+    # folders beside the contract's own that its kernel files (sources, patches, headers) may lie in, relative to it
+    include: list[str] = []
     kernels: dict[str, KernelRef] = {}  # named kernel references that entries and controls may use by name
     entries: list[Entry] = Field(min_length=1)
     controls: list[Control] = []

@@ -6,8 +6,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kcontract.contract.paths import resolve_source
+from kcontract.contract.paths import readable_folders, resolve_source
 from kcontract.gatetable import launching
+
+
+def standin_document(loaded, here: Path, sm: str) -> dict:
+    """The top of a stand-ins' contract in folder `here`: the seed, the one SM, and the folders the contract it
+    stands in for may read its kernel files from (its own among them), relative to `here`."""
+    folders = [os.path.relpath(folder, here) for folder in readable_folders(loaded.path, loaded.model.include)]
+    return {"version": 1, "seed": loaded.seed, "targets": [sm], "include": folders}
 
 
 def standin_entry(loaded, entry, here: Path, cases: tuple[str, ...] = ()) -> dict:

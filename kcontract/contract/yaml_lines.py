@@ -1,4 +1,5 @@
-"""YAML loading that keeps the line of every mapping key and sequence item, keyed by field path."""
+"""YAML loading that keeps the line of every mapping key and sequence item, keyed by field path: one pass of the
+C parser (libyaml, where PyYAML has it) composed into nodes without recursion, so no nesting can exhaust a stack."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 import yaml
+from yaml.reader import Reader
 
 from kcontract.errors import ContractError
 
@@ -16,8 +18,9 @@ MAX_VALUES = 100_000  # values a document may expand to (aliases counted each ti
 MAX_DEPTH = 50  # collections nested in one another at most (the parser recurses once per level)
 
 
-class LineLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 booleans (true/false only), `1e-3` floats and dates left as text."""
+class LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """The safe loader (libyaml's parser where present) with YAML 1.2 booleans (true/false only), `1e-3` floats
+    and dates left as text."""
 
 
 LineLoader.yaml_implicit_resolvers = {
@@ -62,11 +65,12 @@ def line_of(lines: dict[str, int], parts: list[str | int]) -> int | None:
 
 
 def load_yaml(file: str, text: str) -> LoadedYaml:
-    """Parse one YAML document; syntax errors, a field given twice and exotic tags are ContractErrors."""
-    _check_depth(file, text)
+    """Parse one YAML document; a character YAML refuses, syntax errors, nesting past MAX_DEPTH, a field given
+    twice and exotic tags are ContractErrors."""
+    _check_characters(file, text)
     loader = LineLoader(text)
     try:
-        node = loader.get_single_node()
+        node = _compose(file, loader)
         if node is None:
             return LoadedYaml(None, {})
         lines = {"": node.start_mark.line + 1}
@@ -84,24 +88,98 @@ def load_yaml(file: str, text: str) -> LoadedYaml:
     return LoadedYaml(data, lines)
 
 
-def _check_depth(file: str, text: str) -> None:
-    """A ContractError where collections nest deeper than MAX_DEPTH, read from the scanner's tokens (which, unlike
-    the parser, does not recurse); syntax errors are left to the parser."""
-    opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
-               yaml.BlockMappingStartToken)
-    closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
-    depth = 0
-    try:
-        for token in yaml.scan(text, Loader=LineLoader):
-            if isinstance(token, opening):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise ContractError(file, token.start_mark.line + 1, "", f"collections nested at most "
-                                        f"{MAX_DEPTH} deep", f"deeper ones, from column {token.start_mark.column + 1}")
-            elif isinstance(token, closing):
-                depth -= 1
-    except yaml.YAMLError:
+_CONTROL_NAMES = ("NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM "
+                  "SUB ESC FS GS RS US").split() + ["DEL"] + ("PAD HOP BPH NBH IND NEL SSA ESA HTS HTJ VTS PLD PLU RI "
+                                                               "SS2 SS3 DCS PU1 PU2 STS CCH MW SPA EPA SOS SGCI SCI CSI "
+                                                               "ST OSC PM APC").split()
+
+
+def _check_characters(file: str, text: str) -> None:
+    """A ContractError at the line and column of the first character YAML does not allow (PyYAML's own test)."""
+    found = Reader.NON_PRINTABLE.search(text)
+    if found is None:
         return
+    at, code = found.start(), ord(found.group())
+    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    escape = f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04X}"
+    what = (f"a control character, U+{code:04X} ({_CONTROL_NAMES[code if code < 0x20 else code - 0x5F]}), where YAML "
+            f"allows none" if code < 0x20 or 0x7F <= code <= 0x9F else f"a character YAML does not allow, U+{code:04X}")
+    raise ContractError(file, line, "", f"{what}: delete it, or write it as {escape} inside a double-quoted string",
+                        column=column)
+
+
+def _compose(file: str, loader: LineLoader) -> yaml.Node | None:
+    """The document's root node, composed from the parser's events with a stack of open collections (no recursion);
+    nesting deeper than MAX_DEPTH is refused where it starts. As PyYAML composes: one document, anchors once."""
+    loader.get_event()  # the stream's start
+    if loader.check_event(yaml.StreamEndEvent):
+        return None
+    loader.get_event()  # the document's start
+    anchors: dict[str, yaml.Node] = {}
+    open_: list[list] = []  # [collection node, a mapping's key awaiting its value]
+    get_event = loader.get_event
+    while True:
+        event = get_event()
+        kind = type(event)
+        if kind in _ENDS:
+            node = open_.pop()[0]
+            node.end_mark = event.end_mark
+        elif kind is yaml.AliasEvent:
+            node = _alias(event, anchors)
+        else:
+            node = _node(event, _NODES[kind], loader, anchors)
+            if kind is not yaml.ScalarEvent:
+                open_.append([node, None])
+                if len(open_) > MAX_DEPTH:
+                    raise ContractError(file, event.start_mark.line + 1, "", f"collections nested at most {MAX_DEPTH} "
+                                        f"deep", f"deeper ones, from column {event.start_mark.column + 1}")
+                continue
+        if not open_:
+            break
+        parent = open_[-1]
+        if parent[0].id == "sequence":
+            parent[0].value.append(node)
+        elif parent[1] is None:
+            parent[1] = node
+        else:
+            parent[0].value.append((parent[1], node))
+            parent[1] = None
+    loader.get_event()  # the document's end
+    if not loader.check_event(yaml.StreamEndEvent):
+        raise yaml.composer.ComposerError("expected a single document in the stream", node.start_mark,
+                                          "but found another document", loader.get_event().start_mark)
+    return node
+
+
+_ENDS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+_NODES = {yaml.ScalarEvent: yaml.ScalarNode, yaml.SequenceStartEvent: yaml.SequenceNode,
+          yaml.MappingStartEvent: yaml.MappingNode}
+
+
+def _alias(event: yaml.AliasEvent, anchors: dict[str, yaml.Node]) -> yaml.Node:
+    """The node an alias names."""
+    if event.anchor not in anchors:
+        raise yaml.composer.ComposerError(None, None, f"found undefined alias {event.anchor!r}", event.start_mark)
+    return anchors[event.anchor]
+
+
+def _node(event: yaml.Event, kind: type[yaml.Node], loader: LineLoader, anchors: dict[str, yaml.Node]) -> yaml.Node:
+    """The node a scalar or collection-start event begins, its tag resolved and its anchor recorded."""
+    tag = event.tag
+    if kind is yaml.ScalarNode:
+        if tag is None or tag == "!":
+            tag = loader.resolve(kind, event.value, event.implicit)
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+    else:
+        if tag is None or tag == "!":
+            tag = loader.resolve(kind, None, event.implicit)
+        node = kind(tag, [], event.start_mark, None, flow_style=event.flow_style)
+    if event.anchor is not None:
+        if event.anchor in anchors:
+            raise yaml.composer.ComposerError(f"found duplicate anchor {event.anchor!r}; first occurrence",
+                                              anchors[event.anchor].start_mark, "second occurrence", event.start_mark)
+        anchors[event.anchor] = node
+    return node
 
 
 def _key_text(node: yaml.Node) -> str:

@@ -19,7 +19,7 @@ import yaml
 from kcontract.contract.loader import load_contract
 from kcontract.contract.patches import make as make_patch
 from kcontract.contract.paths import resolve_source
-from kcontract.contract.standins import source_label, standin_entry
+from kcontract.contract.standins import source_label, standin_document, standin_entry
 from kcontract.coverage.instrument import instrument
 from kcontract.coverage.reach import reachable
 from kcontract.gatetable import launching
@@ -113,7 +113,7 @@ def write_contract(loaded, names: list[str], here: Path, patches: dict[str, str]
     """Each entry beside its stand-ins: per launching gate, a control whose patch is the source's probes."""
     entries = [loaded.entry(name) for name in names]
     document = {
-        "version": 1, "seed": loaded.seed, "targets": [sm],
+        **standin_document(loaded, here, sm),
         "entries": [standin_entry(loaded, entry, here) for entry in entries],
         "controls": [{"name": standin_name(entry.name, gate), "entry": entry.name, "gate": gate,
                       "timeout": PROBE_TIMEOUT, "fault": "coverage probes", "patch": patches[entry.kernel.cuda.source]}

@@ -3,6 +3,7 @@ families among them), or any importable `package.module:Class`."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 from importlib.metadata import entry_points
 
@@ -12,8 +13,9 @@ from kcontract.usercode import user_code
 GROUP = "kcontract.families"
 
 
+@functools.cache
 def _plugins() -> dict[str, object]:
-    """Installed families by name, not yet imported."""
+    """Installed families by name, not yet imported: the installed packages' metadata read once per process."""
     return {point.name: point for point in entry_points(group=GROUP)}
 
 

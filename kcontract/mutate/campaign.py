@@ -19,7 +19,7 @@ import yaml
 from kcontract.contract.loader import load_contract
 from kcontract.gatetable import launching
 from kcontract.contract.patches import make as make_patch
-from kcontract.contract.standins import source_label, standin_entry
+from kcontract.contract.standins import source_label, standin_document, standin_entry
 from kcontract.mutate.operators import CLASSES, Mutant, mutants
 from kcontract.sassdiff.machine import same_machine_code
 from kcontract.toolchain.build import build
@@ -142,7 +142,7 @@ def write_contract(loaded, entry, here: Path, made: list[Mutant], sm: str, cases
     """The entry (its source by a relative path, on `cases` or all) and, per mutant and gate, a control standing
     in for it."""
     document = {
-        "version": 1, "seed": loaded.seed, "targets": [sm],
+        **standin_document(loaded, here, sm),
         "entries": [standin_entry(loaded, entry, here, cases)],
         "controls": [{"name": f"{m.ident}_g{gate}", "entry": entry.name, "gate": gate, "timeout": MUTANT_TIMEOUT,
                       "fault": f"{m.kind}: {m.change} at line {m.line}", "patch": f"{m.ident}.patch",

@@ -54,7 +54,12 @@ def checkout(repo: Path, rev: str | None) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="kcontract-rev-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(_git(repo, "archive", "--format=tar", commit))) as tar:
             if hasattr(tarfile, "data_filter"):
-                tar.extractall(tmp, filter="data")
+                try:
+                    tar.extractall(tmp, filter="data")
+                except tarfile.FilterError as error:  # a link out of the tree, an absolute path
+                    raise UsageError(f"{rev}: {error}: sass-diff unpacks a revision's files only inside it; make the "
+                                     f"link relative, within the repository") from None
             else:
                 tar.extractall(tmp)
         yield Path(tmp)
+

@@ -8,6 +8,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kcontract.contract.paths import option_paths
 from kcontract.contract.patches import PatchError, read_patched
 from kcontract.toolchain.cache import CompileCache, compile_key
 from kcontract.toolchain.headers import include_dirs_of, local_headers
@@ -89,14 +90,12 @@ def read_inputs(source_path: Path, options: tuple[str, ...], base: Path,
 
 
 def nvrtc_options(options: tuple[str, ...], base: Path) -> tuple[str, ...]:
-    """The unit's options with relative -I paths made absolute from the contract's directory."""
-    out = []
-    for option in options:
-        for prefix in ("--include-path=", "-I"):
-            if option.startswith(prefix) and option[len(prefix):] and not Path(option[len(prefix):]).is_absolute():
-                option = prefix + str((base / option[len(prefix):]).resolve())
-                break
-        out.append(option)
+    """The unit's options with the relative paths they name (header folders and files) made absolute from the
+    contract's directory, where its loader judged them."""
+    out = list(options)
+    for index, _, value in option_paths(options):
+        if not Path(value).is_absolute():
+            out[index] = out[index][:len(out[index]) - len(value)] + str((base / value).resolve())
     return tuple(out)
 
 

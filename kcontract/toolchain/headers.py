@@ -5,23 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kcontract.contract.paths import option_paths
+
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 
 
 def include_dirs_of(options: tuple[str, ...] | list[str], base: Path) -> list[Path]:
-    """Directories named by -I/--include-path options, relative ones taken from `base`."""
-    dirs = []
-    items = list(options)
-    for i, option in enumerate(items):
-        value = None
-        for prefix in ("--include-path=", "-I"):
-            if option.startswith(prefix):
-                value = option[len(prefix):] or (items[i + 1] if i + 1 < len(items) else None)
-        if option == "--include-path" and i + 1 < len(items):
-            value = items[i + 1]
-        if value:
-            dirs.append((base / value).resolve())
-    return dirs
+    """Directories named by -I/--include-path options, relative ones taken from `base` (the contract's folder, whose
+    loader has kept them inside the folders it may read)."""
+    return [(base / value).resolve() for _, kind, value in option_paths(options) if kind == "folder"]
 
 
 def local_headers(source: Path, include_dirs: list[Path]) -> list[Path]:
