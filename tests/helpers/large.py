@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -58,10 +60,21 @@ def measured(*args: str, cwd: Path, env: dict[str, str]) -> Measured:
     log = cwd / f".measured-{os.getpid()}.log"
     with open(log, "w") as out:
         started = time.monotonic()
-        proc = subprocess.Popen([str(SCRIPT), *args], cwd=cwd, env=environ, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
+        launcher = subprocess.run([sys.executable, "-c", LAUNCHER, str(SCRIPT), *args], cwd=cwd, env=environ,
+                                  stdout=out, stderr=subprocess.PIPE, text=True)
         wall = time.monotonic() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    code, cpu, peak_kb = json.loads(launcher.stderr.strip().splitlines()[-1])
     text = log.read_text()
     log.unlink()
-    return Measured(proc.returncode, text, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+    return Measured(code, text, wall, cpu, peak_kb / 1024)
+
+
+# Started by a small process, so the command's peak memory is its own: a child execs with the high-water mark of the
+# process it was forked from, and a test worker's is far above any command's.
+LAUNCHER = """import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(json.dumps([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime, usage.ru_maxrss]), file=sys.stderr)
+"""
