@@ -124,3 +124,51 @@ def test_no_test_module_imports_another():
             found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
                       if n.rsplit(".", 1)[-1].startswith("test_") and n.startswith("tests.")]
     assert not found, "helpers belong in tests/helpers (or tests/oracles): " + "; ".join(found)
+
+
+RECEIPT_DOOR = PACKAGE / "receipts" / "receipt.py"
+FILE_CALLS = {"read_text", "write_text", "read_bytes", "write_bytes", "open", "load", "loads", "dump", "read_json",
+              "write_json", "write_atomic", "atomic_writer", "flock"}  # what reads, parses, writes or locks a file
+RECEIPT_MODULES = [*sorted((PACKAGE / "receipts").glob("*.py")), PACKAGE / "report" / "receipt.py",
+                   PACKAGE / "commands" / "receipt_cmd.py", PACKAGE / "session" / "outputs.py"]
+
+
+def _called(node: ast.Call) -> str:
+    """The name a call calls: `f` of `f(...)`, `m` of `x.m(...)`."""
+    return node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) \
+        else ""
+
+
+def _identifiers(nodes) -> set[str]:
+    """Every name and attribute named within the nodes (`Path(options.receipt)`: Path, options, receipt)."""
+    return {n.id if isinstance(n, ast.Name) else n.attr for node in nodes for n in ast.walk(node)
+            if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def _file_calls(tree: ast.Module) -> list[tuple[ast.Call, bool]]:
+    """Each call that reads, parses, writes or locks a file, with whether a function named for a receipt makes it."""
+    calls: dict[tuple[int, int], tuple[ast.Call, bool]] = {}
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+        named = "receipt" in getattr(scope, "name", "").lower()
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and _called(node) in FILE_CALLS:
+                key = (node.lineno, node.col_offset)
+                calls[key] = (node, named or calls.get(key, (node, False))[1])
+    return list(calls.values())
+
+
+def test_only_the_receipt_module_reads_or_writes_a_receipt_file():
+    """No call outside receipts/receipt.py reads, parses, writes or locks a file where the call names a receipt or
+    a function named for one makes it, and the modules about receipts parse, dump or lock no file themselves:
+    `Receipt` is the one door."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == RECEIPT_DOOR:
+            continue
+        for node, in_receipt_function in _file_calls(ast.parse(path.read_text())):
+            receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+            named = _identifiers([*receiver, *node.args, *(k.value for k in node.keywords)])
+            if in_receipt_function or any("receipt" in name.lower() for name in named) or \
+                    (path in RECEIPT_MODULES and _called(node) not in ("read_text", "write_text")):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)[:120]}")
+    assert not found, "read and write receipts through kcontract.receipts.receipt.Receipt:\n" + "\n".join(sorted(found))

@@ -40,7 +40,7 @@ def test_the_binding_limit_and_the_peers_rate_come_from_the_row():
     (["--plot", "/proc/plots", "--from-receipt", "receipts/contract-h200.json"], "cannot make the folder"),
 ])
 def test_bad_plot_requests_are_one_line_and_exit_2(tmp_path, args, said):
-    (tmp_path / "empty.json").write_text(json.dumps({"bench": []}))
+    (tmp_path / "empty.json").write_text(json.dumps({"kind": "kcontract-run", "format": 2, "bench": []}))
     args = [a.replace("PLOTS", str(tmp_path / "p")).replace("EMPTY", str(tmp_path / "empty.json")) for a in args]
     done = kcontract("bench", *args, cwd=ROOT)
     no_traceback(done)

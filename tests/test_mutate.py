@@ -203,17 +203,19 @@ def test_a_new_receipt_keeps_mutation_scores_of_unchanged_kernels_only():
     from kcontract.contract.loader import load_contract
     from kcontract.identity import file_sha256
     from kcontract.receipts.carried import carried_mutation
+    from kcontract.receipts.receipt import Receipt
 
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
     score = {"entry": "decode_d512_g16", "score_pct": 90.0}
     source = "kernels/window_decode.cu"
-    previous = {"git": {"commit": "abc"}, "sources": {source: file_sha256(ROOT / source)},
-                "mutation": {"decode_d512_g16": score, "gone_entry": score}}
+    data = {"git": {"commit": "abc"}, "sources": {source: file_sha256(ROOT / source)},
+            "mutation": {"decode_d512_g16": score, "gone_entry": score}}
+    previous = Receipt(data)
     assert carried_mutation(loaded, previous) == {"decode_d512_g16": {**score, "measured_at": "abc"}}
-    previous["sources"][source] = "0" * 64  # the kernel changed since
+    data["sources"][source] = "0" * 64  # the kernel changed since
     assert carried_mutation(loaded, previous) == {}
     named = {**score, "source_sha256": file_sha256(ROOT / source), "measured_at": "def"}
-    previous["mutation"]["decode_d512_g16"] = named  # a score that names the source it mutated is judged by it
+    data["mutation"]["decode_d512_g16"] = named  # a score that names the source it mutated is judged by it
     assert carried_mutation(loaded, previous) == {"decode_d512_g16": named}
 
 
@@ -404,7 +406,8 @@ def test_a_survivor_on_a_line_no_case_executes_is_a_missing_case_not_an_argument
     from kcontract.session.mutants import missed_lines
 
     receipt = tmp_path / "receipt.json"
-    receipt.write_text(json.dumps({"coverage": {"e": {"source_sha256": "a" * 64, "missed_lines": [60, 61]}}}))
+    receipt.write_text(json.dumps({"kind": "kcontract-run", "format": 2,
+                                   "coverage": {"e": {"source_sha256": "a" * 64, "missed_lines": [60, 61]}}}))
     assert missed_lines(str(receipt), "e", "a" * 64) == {60, 61}
     assert missed_lines(str(receipt), "e", "b" * 64) == set()  # coverage of another source says nothing
     campaign = Campaign("e", "k.cu", "a" * 64, "sm_90", 0, [

@@ -255,16 +255,17 @@ def test_a_prompt_bench_row_says_how_far_it_is_from_the_mma_ceiling():
 
 
 def test_the_receipt_shows_prompt_speed_in_tflops():
+    from kcontract.receipts.receipt import Receipt
     from kcontract.report.receipt import receipt_markdown
 
     row = {"call": "prompt d512 16/1", "size": {"rows": 512, "keys": 8192}, "us": 1000.0, "graph_us": 990.0,
            "gbps": 100.0, "ratio": 0.02, "tflops": 130.5, "peer_us": 2000.0, "peer": "efficient", "peer_tflops": 65.2}
-    text = receipt_markdown({"bench": [row], "bench_ceiling": {"read_gbps": 4500, "copy_gbps": 4200}})
+    text = receipt_markdown(Receipt({"bench": [row], "bench_ceiling": {"read_gbps": 4500, "copy_gbps": 4200}}))
     assert ("| prompt d512 16/1 | rows 512, keys 8192 | 1000.0 | 990.0 | 100.0 | 2 % | 130.5 | efficient | 2000.0 | "
             "65.2 |") in text
     row |= {"mma_tflops": 600.0, "issued_tflops": 261.0, "mma_ratio": 0.2175, "issued_ratio": 0.435}
     ceiling = {"read_gbps": 4500, "copy_gbps": 4200, "mma_tflops": 600}
-    text = receipt_markdown({"bench": [row], "bench_ceiling": ceiling})
+    text = receipt_markdown(Receipt({"bench": [row], "bench_ceiling": ceiling}))
     assert "bf16 mma.sync ceiling 600 TFLOP/s" in text
     assert "| 100.0 | 22 % mma, 44 % issued | 130.5 |" in text
 

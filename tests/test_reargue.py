@@ -76,7 +76,7 @@ def test_a_file_that_is_no_receipt_is_one_line_and_exit_2(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text("{}")
     result = CliRunner().invoke(cli, ["receipt", "argue", "--contract", str(ROOT / "contract.yaml"), str(bad)])
-    assert result.exit_code == 2 and "not a receipt" in result.output
+    assert result.exit_code == 2 and "not a kcontract receipt" in result.output
 
 
 def test_a_malformed_score_is_one_line_and_exit_2(tmp_path):

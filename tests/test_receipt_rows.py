@@ -16,6 +16,7 @@ from kcontract.cli import cli
 from kcontract.contract.loader import load_contract
 from kcontract.receipts.check import check_receipts
 from kcontract.receipts.judge import judge_rows
+from kcontract.receipts.receipt import Receipt
 from tests.helpers.receipts import commit_all, git, gpu_receipt, outcome, passing_document, write_receipt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,9 +78,9 @@ def states(contract: Path, machine: bool = False) -> dict[str, str]:
     from kcontract.receipts.machine import MachineCode
 
     loaded = load_contract(str(contract), import_kernels=False)
-    data = json.loads((contract.parent / "receipts" / "contract-h200.json").read_text())
+    receipt = Receipt.read(contract.parent / "receipts" / "contract-h200.json")
     with MachineCode(loaded) as code:
-        judged = judge_rows(loaded, data, code if machine else None)
+        judged = judge_rows(loaded, receipt, code if machine else None)
     return {j.shown: j.state for j in judged}
 
 

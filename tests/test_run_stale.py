@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kcontract.receipts.receipt import Receipt
 from kcontract.report.receipt import receipt_markdown
 from tests.helpers.cli import kcontract, no_traceback
 
@@ -61,7 +62,7 @@ def test_run_stale_reruns_only_what_is_not_current_and_equals_a_whole_run(stale_
     assert [(r["mode"], r["rows"], r["of"]) for r in refreshed["runs"]] == [("whole", 25, 25), ("stale", 3, 25)]
     spent = refreshed["runs"][1]["task_seconds"]  # each run keeps where its task seconds went
     assert set(spent) == {"inputs_s", "reference_s", "launch_s", "compare_s", "other_s"} and spent["launch_s"] > 0
-    assert "references" in refreshed["runs"][1] and "task s: inputs " in receipt_markdown(refreshed)
+    assert "references" in refreshed["runs"][1] and "task s: inputs " in receipt_markdown(Receipt(refreshed))
     stale_run = refreshed["runs"][1]["id"]
     rerun = {r["task"]["name"] for r in refreshed["entries"] + refreshed["controls"] if r["ran"]["run"] == stale_run}
     assert rerun == {"np_decode_d512_g16", "np_truncated_output", "np_order_dependent_merge"}

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from kcontract.cli import cli
 from kcontract.contract.loader import load_contract
 from kcontract.receipts.judge import judge_rows
-from kcontract.receipts.form import KIND
+from kcontract.receipts.receipt import Receipt
+from kcontract.receipts.schema import KIND
 from kcontract.receipts.write import run_receipt
 from kcontract.runner.plan import Selection, plan_tasks
 from tests.helpers.receipts import passing_document
@@ -106,7 +107,7 @@ def copied_contract(tmp_path: Path) -> Path:
 
 
 def test_receipt_check_takes_a_merged_receipt_and_refuses_a_lone_shard(receipts, tmp_path):
-    judged = judge_rows(load_contract(str(CPU), import_kernels=False), read(receipts["merged"]))
+    judged = judge_rows(load_contract(str(CPU), import_kernels=False), Receipt.read(receipts["merged"]))
     assert len(judged) == 25 and {j.state for j in judged} == {"current"}
     contract = copied_contract(tmp_path)
     shutil.copy(receipts["a"], tmp_path / "receipts" / "cpu-shard1.json")
@@ -200,7 +201,7 @@ def shard_receipt(index: int, count: int = 2, **changes) -> dict:
     covers = {"shard": f"{index}/{count}", "split": split,
               "covered": {k: [row["task"]["name"] for row in v] for k, v in mine.items()}}
     receipt = run_receipt(loaded, {**document, **mine}, None, mode=f"shard {index}/{count}", seed=loaded.seed,
-                          wall_s=float(index), gpu=False, keep_rows=False, covers=covers)
+                          wall_s=float(index), gpu=False, keep_rows=False, covers=covers).to_dict()
     receipt["git"] = {"commit": "0" * 40, "dirty": False}
     for key, value in changes.items():
         receipt[key] = value
@@ -222,7 +223,8 @@ def merge(tmp_path: Path, *receipts, output: str = "m.json"):
     ((shard_receipt(1), shard_receipt(2, git={"commit": "1" * 40})), "differ in commit"),
     ((shard_receipt(1), shard_receipt(2, contract="other.yaml")), "differ in contract (cpu.yaml vs other.yaml)"),
     ((shard_receipt(1), shard_receipt(2, format=None)), "s1.json: a shard receipt of the earlier whole-contract form"),
-    ((shard_receipt(1), "hello"), "s1.json: not a kcontract receipt (not JSON); give the receipts"),
+    ((shard_receipt(1), "hello"), "s1.json: not valid JSON (Expecting value: line 1 column 1 (char 0)); give the "
+                                  "receipts"),
     ((shard_receipt(1), {"kind": "other"}), "s1.json: not a kcontract receipt (no \"kind\": \"kcontract-run\")"),
     ((shard_receipt(1), shard_receipt(2, 3)), "are shards of different splits (shard 1/2 and 2/3)"),
 ])

@@ -11,7 +11,8 @@ from kcontract.receipts.durations import gate_seconds
 from kcontract.runner.plan import start_order
 from kcontract.runner.prebuild import prebuild
 from kcontract.verdict.outcome import Task
-from kcontract.receipts.form import FORMAT, KIND
+from kcontract.receipts.receipt import Receipt
+from kcontract.receipts.schema import FORMAT, KIND
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,15 +37,15 @@ def test_without_durations_entries_start_in_plan_order_then_controls():
 
 
 def test_durations_come_from_rows_that_ran_on_the_same_kind_of_machine():
-    receipt = {"kind": KIND, "format": FORMAT, "controls": [], "entries": [
+    receipt = Receipt({"kind": KIND, "format": FORMAT, "controls": [], "entries": [
         {"task": {"kind": "entry", "name": "a"}, "ran": {"device": "gpu"}, "gates": {"1": {"seconds": 3.5},
                                                                                        "5": {"seconds": 0.2}}},
         {"task": {"kind": "entry", "name": "b"}, "ran": {"device": "cpu"}, "gates": {"1": {"seconds": 9.0}}},
         {"task": {"kind": "entry", "name": "c"}, "ran": {"device": "gpu"}, "gates": {"2": {"passed": True}}},
-    ]}
+    ]})
     assert gate_seconds(receipt, "gpu") == {("entry", "a", 1): 3.5, ("entry", "a", 5): 0.2}
     assert gate_seconds(receipt, "cpu") == {("entry", "b", 1): 9.0}
-    assert gate_seconds({"kind": "something else"}, "gpu") == {} and gate_seconds(None, "cpu") == {}
+    assert gate_seconds(Receipt({"kind": "something else"}), "gpu") == {} and gate_seconds(None, "cpu") == {}
 
 
 def test_the_parent_compiles_every_sm_only_where_a_task_checks_records(tmp_path, monkeypatch):

@@ -4,7 +4,6 @@ again under the contract's arguments."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -16,11 +15,11 @@ from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.exitcodes import ExitCode
 from kcontract.receipts.check import check_receipts
-from kcontract.receipts.form import RECEIPTS_DIR, is_receipt, is_rows, read_json
 from kcontract.receipts.merge import merge_receipts, output_paths
 from kcontract.receipts.plots import receipt_plots, redraw_command
+from kcontract.receipts.receipt import Receipt, ReceiptError
+from kcontract.receipts.schema import RECEIPTS_DIR
 from kcontract.receipts.upgrade import upgrade as upgraded
-from kcontract.report.json_report import write_json
 from kcontract.report.receipt import receipt_markdown
 
 
@@ -42,10 +41,7 @@ def show(contract_path: str, path: str | None) -> None:
         if not found:
             raise UsageError(f"no receipts under {folder}: write one with `kcontract run --receipt FILE`")
         path = str(found[-1])
-    try:
-        receipt = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as error:
-        raise UsageError(f"{path}: not a readable JSON receipt ({error})") from None
+    receipt = Receipt.read(path)
     base = Path(contract_path).resolve().parent
     plots = [(Path(os.path.relpath(svg.resolve(), base)).as_posix(), current)
              for svg, current in receipt_plots(Path(path), receipt)]
@@ -86,10 +82,10 @@ def merge(contract_path: str, paths: tuple[str, ...], output: str) -> None:
         require_writable(output=target)
     codes = []
     for kind, receipt in merged.items():
-        write_json(targets[kind], receipt)
-        out.print(f"merged {len(receipt['shards'])} shards on {kind} into {targets[kind]}", markup=False)
-        out.print(receipt["summary"], markup=False)
-        codes.append(receipt["exit_code"])
+        receipt.write(targets[kind])
+        out.print(f"merged {len(receipt.shards)} shards on {kind} into {targets[kind]}", markup=False)
+        out.print(receipt.summary, markup=False)
+        codes.append(receipt.exit_code)
     sys.exit(next((code for code in codes if code), int(ExitCode.OK)))
 
 
@@ -106,16 +102,11 @@ def upgrade(contract_path: str, paths: tuple[str, ...]) -> None:
         paths = tuple(os.path.relpath(p) for p in sorted(folder.glob("*.json")) if _earlier_of(p, loaded))
         if not paths:
             raise UsageError(f"no receipt of the earlier form for {contract_path} under {folder}: nothing to upgrade")
-    receipts = {}
-    for path in paths:
-        data = read_json(path)
-        if data is None:
-            raise UsageError(f"{path}: no such file; give a receipt `kcontract run --receipt` wrote")
-        receipts[path] = upgraded(loaded, data, path)
+    receipts = {path: upgraded(loaded, Receipt.read(path), path) for path in paths}
     for path, receipt in receipts.items():
         require_writable(receipt=path)
-        write_json(path, receipt)
-        rows = len(receipt["entries"]) + len(receipt["controls"])
+        receipt.write(path)
+        rows = len(receipt.entries) + len(receipt.controls)
         out.print(f"upgraded {path}: {rows} rows, each judged by the kcontract that made the receipt; `kcontract "
                   f"receipt check` judges them", markup=False)
 
@@ -127,35 +118,34 @@ def upgrade(contract_path: str, paths: tuple[str, ...]) -> None:
 def argue(contract_path: str, path: str) -> None:
     """Judge the receipt's mutation scores again under the contract's `mutation.equivalent` arguments, in place:
     no GPU, and only scores whose kernel source is the one measured."""
-    from kcontract.mutate.reargue import reargue
-
-    data = read_json(path)
-    if data is None or not is_receipt(data):
-        what = "no such file" if data is None else "not a receipt"
-        raise UsageError(f"{path}: {what}; give a receipt `kcontract run --receipt` wrote")
-    loaded = load_contract(contract_path, import_kernels=False)
-    scores = data.get("mutation") or {}
-    if not scores:
+    if not Receipt.read(path).mutation:
         raise UsageError(f"{path}: no mutation scores; `kcontract mutate ENTRY --receipt {path}` writes them")
+    loaded = load_contract(contract_path, import_kernels=False)
     require_writable(receipt=path)
-    judged = []
-    for name in sorted(scores):
-        try:
-            scores[name], what = reargue(loaded, scores[name])
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            raise UsageError(f"{path}: the mutation score of {name} is malformed ({type(error).__name__}: {error}); "
-                             f"write it again with `kcontract mutate {name} --receipt {path}`") from None
-        judged.append(what)
-    write_json(path, data)  # before printing: a reader that closes the pipe early leaves the receipt written
+    with Receipt.updating(path) as receipt:  # written before printing: a reader that closes the pipe early
+        judged = [_reargued(loaded, receipt, name, path) for name in sorted(receipt.mutation)]
     for what in judged:
         verdict = f"left as it was: {what.skipped}" if what.skipped else f"{what.before} % -> {what.after} %"
         out.print(f"argue {what.entry}: {verdict}", markup=False)
 
 
+def _reargued(loaded, receipt: Receipt, name: str, path: str):
+    """One entry's mutation score judged again and put back in the receipt; what changed."""
+    from kcontract.mutate.reargue import reargue
+
+    try:
+        score, what = reargue(loaded, receipt.mutation[name])
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise UsageError(f"{path}: the mutation score of {name} is malformed ({type(error).__name__}: {error}); "
+                         f"write it again with `kcontract mutate {name} --receipt {path}`") from None
+    receipt.put_mutation({name: score})
+    return what
+
+
 def _earlier_of(path: Path, loaded) -> bool:
     """Whether a file is a receipt of the earlier form for this contract."""
     try:
-        data = read_json(path)
-    except UsageError:
+        receipt = Receipt.read(path)
+    except ReceiptError:
         return False
-    return is_receipt(data) and not is_rows(data) and data.get("contract") == Path(loaded.path).name
+    return receipt.is_earlier and receipt.contract == Path(loaded.path).name

@@ -10,17 +10,17 @@ receipt's coverage of its current kernel source.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcontract.receipts.carried import entry_source_sha256
-from kcontract.receipts.form import RECEIPTS_DIR, is_receipt, is_rows, is_shard, receipt_name
 from kcontract.receipts.plots import receipt_plots, redraw_command
 from kcontract.receipts.judge import CURRENT, FAILED, MISSING, ORPHANED, STALE, RowJudgement, judge_rows
 from kcontract.receipts.machine import MachineCode
+from kcontract.receipts.receipt import NewerReceipt, NotAReceipt, Receipt, ReceiptError
+from kcontract.receipts.schema import RECEIPTS_DIR, receipt_name
 
 SHOWN_NAMES = 6  # rows named in a line before "and N more"
 
@@ -100,24 +100,7 @@ def check_receipts(loaded, strict: bool = False, built=None) -> ReceiptReport:
     covered = False
     with MachineCode(loaded, built) as machine:
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            shown = f"{RECEIPTS_DIR}/{path.name}"
-            try:
-                data = json.loads(path.read_text())
-            except ValueError as error:
-                report.receipts.append(shown)
-                report.invalid += 1
-                report.problems.append(f"{shown}: not valid JSON ({error})")
-                continue
-            if is_receipt(data) and data.get("contract") != Path(loaded.path).name:
-                continue
-            report.receipts.append(shown)
-            why = _invalid(data, loaded, path)
-            if why:
-                report.invalid += 1
-                report.problems.append(f"{shown}: {why}")
-                continue
-            covered = True
-            _judge(report, loaded, data, path, machine)
+            covered = _check(report, loaded, path, machine) or covered
     if not covered and loaded.model.require_receipt:
         report.missing = True
         report.problems.append(f"{Path(loaded.path).name} requires a receipt and none with rows covers it: run "
@@ -126,30 +109,76 @@ def check_receipts(loaded, strict: bool = False, built=None) -> ReceiptReport:
     return report
 
 
-def _invalid(data, loaded, path: Path) -> str:
-    """Why a receipt file is invalid as a whole ('' where it is not)."""
+def _check(report: ReceiptReport, loaded, path: Path, machine: MachineCode) -> bool:
+    """Judge one file under receipts/ into the report, unless it is a receipt of another contract; whether it
+    covers the contract with rows."""
+    shown = f"{RECEIPTS_DIR}/{path.name}"
+    receipt, why = _read(loaded, path)
+    if receipt is not None and receipt.contract != Path(loaded.path).name:
+        return False
+    report.receipts.append(shown)
+    why = why or _invalid(receipt, loaded, path)
+    if why:
+        report.invalid += 1
+        report.problems.append(f"{shown}: {why}")
+        return False
+    _judge(report, loaded, receipt, path, machine)
+    return True
+
+
+def _read(loaded, path: Path) -> tuple[Receipt | None, str]:
+    """The receipt at `path`, or why the file is no receipt this kcontract reads."""
+    try:
+        return Receipt.read(path), ""
+    except NotAReceipt as error:
+        return None, f"{error.reason}: {refresh(loaded, _here(path))}"
+    except NewerReceipt as error:
+        return None, f"{error.reason}: {error.advice}"
+    except ReceiptError as error:
+        return None, error.reason
+
+
+def _invalid(receipt: Receipt, loaded, path: Path) -> str:
+    """Why a receipt is invalid as a whole ('' where it is not)."""
     shown = _here(path)
-    if not is_receipt(data):
-        return f"not a kcontract receipt (no \"kind\": \"kcontract-run\"): {refresh(loaded, shown)}"
-    if not is_rows(data):
+    if not receipt.has_rows:
         return (f"a receipt of the earlier whole-contract form: turn it into rows with `kcontract receipt upgrade "
                 f"{shown}`, then commit it")
-    if not all(isinstance(data.get(k), list) for k in ("entries", "controls")):
+    if receipt.lacks("entries", "controls"):
         return f"invalid: it holds no lists of rows (entries, controls): {refresh(loaded, path)}"
-    if is_shard(data):
-        return (f"invalid: shard {data['covers']['shard']} of {data.get('contract')}, not the whole contract: merge "
-                f"every shard's receipt with `kcontract receipt merge A.json B.json ... -o "
+    if receipt.is_shard:
+        return (f"invalid: shard {receipt.shard} of {receipt.contract}, not the whole contract: merge every shard's "
+                f"receipt with `kcontract receipt merge A.json B.json ... -o "
                 f"{receipt_name(Path(loaded.path), '{gpu}')}` and commit the merged receipt instead")
-    if needs_gpu(loaded) and data.get("device") != "gpu":
-        return (f"invalid: ran on {data.get('device') or 'an unknown device'}, and {data.get('contract')} has "
-                f"kernels that run on a GPU: {refresh(loaded, shown)}")
+    if needs_gpu(loaded) and receipt.device != "gpu":
+        return (f"invalid: ran on {receipt.device or 'an unknown device'}, and {receipt.contract} has kernels that "
+                f"run on a GPU: {refresh(loaded, shown)}")
     return ""
 
 
-def _judge(report: ReceiptReport, loaded, data: dict, path: Path, machine: MachineCode) -> None:
-    """Count one receipt's rows by state; failing lines grouped by state and cause; notes likewise."""
+def _judge(report: ReceiptReport, loaded, receipt: Receipt, path: Path, machine: MachineCode) -> None:
+    """Count one receipt's rows by state; failing lines grouped by state and cause; notes likewise; its coverage
+    floors, rooflines and rows judged by an earlier kcontract."""
     shown = f"{RECEIPTS_DIR}/{path.name}"
-    judged = judge_rows(loaded, data, machine)
+    judged = judge_rows(loaded, receipt, machine)
+    for (state, cause), rows in _groups(report, judged).items():
+        if state == "machine code":
+            report.notes.append(f"{shown}: {_rows(len(rows))} current by machine code ({_names(rows)}): {cause}")
+        else:
+            report.problems.append(f"{shown}: {_rows(len(rows))} {state} ({_names(rows)}): {_what(state, cause)}"
+                                   f"{refresh(loaded, path)}")
+    report.problems += [f"{shown}: {line}: run `kcontract coverage {name} --contract {_here(loaded.path)} --receipt "
+                        f"{_here(path)}` on a GPU and commit it" for name, line in floor_problems(loaded, receipt)]
+    stale = [svg.name for svg, current in receipt_plots(path, receipt) if not current]
+    if stale:
+        report.problems.append(f"{shown}: {len(stale)} of its rooflines drawn from other bench rows "
+                               f"({', '.join(stale)}): run `{redraw_command(_here(path))}` and commit them")
+    _earlier(report, loaded, judged, path)
+
+
+def _groups(report: ReceiptReport, judged: list[RowJudgement]) -> dict[tuple[str, str], list[RowJudgement]]:
+    """Count the rows by state into the report; the rows not current, and those current by machine code, grouped
+    by state and cause."""
     groups: dict[tuple[str, str], list[RowJudgement]] = {}
     for j in judged:
         report.rows[j.state] += 1
@@ -158,40 +187,37 @@ def _judge(report: ReceiptReport, loaded, data: dict, path: Path, machine: Machi
         elif j.machine:
             report.rows["machine code"] += 1
             groups.setdefault(("machine code", j.machine), []).append(j)
-    for (state, cause), rows in groups.items():
-        names = _names(rows)
-        if state == "machine code":
-            report.notes.append(f"{shown}: {_rows(len(rows))} current by machine code ({names}): {cause}")
-            continue
-        what = {STALE: f"{cause}", MISSING: "no row yet", ORPHANED: "the contract has no such entry or control "
-                "(a refresh drops the row)", FAILED: f"its outcome failed ({cause}): fix it, then"}[state]
-        sep = " " if state == FAILED else ": "
-        report.problems.append(f"{shown}: {_rows(len(rows))} {state} ({names}): {what}{sep}{refresh(loaded, path)}")
-    report.problems += [f"{shown}: {line}: run `kcontract coverage {name} --contract {_here(loaded.path)} --receipt "
-                        f"{_here(path)}` on a GPU and commit it" for name, line in floor_problems(loaded, data)]
-    stale = [svg.name for svg, current in receipt_plots(path, data) if not current]
-    if stale:
-        report.problems.append(f"{shown}: {len(stale)} of its rooflines drawn from other bench rows "
-                               f"({', '.join(stale)}): run `{redraw_command(_here(path))}` and commit them")
+    return groups
+
+
+def _what(state: str, cause: str) -> str:
+    """What a failing group's line says of its rows, up to the command that refreshes them."""
+    return {STALE: f"{cause}: ", MISSING: "no row yet: ", ORPHANED: "the contract has no such entry or control (a "
+            "refresh drops the row): ", FAILED: f"its outcome failed ({cause}): fix it, then "}[state]
+
+
+def _earlier(report: ReceiptReport, loaded, judged: list[RowJudgement], path: Path) -> None:
+    """One line for the rows judged by an earlier kcontract: failing under strict, else a note."""
     earlier = [j for j in judged if j.earlier and j.state != ORPHANED]
-    if earlier:
-        report.rows["earlier checker"] += len(earlier)
-        causes = sorted({j.earlier for j in earlier})
-        line = (f"{shown}: {_rows(len(earlier))} of {len(judged)} judged by an earlier kcontract ({causes[0]}"
-                f"{f' and {len(causes) - 1} more' if len(causes) > 1 else ''}): "
-                f"{refresh(loaded, path, recheck=True).replace('run `', 'refresh them with `', 1)}")
-        (report.problems if report.strict else report.notes).append(line)
+    if not earlier:
+        return
+    report.rows["earlier checker"] += len(earlier)
+    causes = sorted({j.earlier for j in earlier})
+    line = (f"{RECEIPTS_DIR}/{path.name}: {_rows(len(earlier))} of {len(judged)} judged by an earlier kcontract "
+            f"({causes[0]}{f' and {len(causes) - 1} more' if len(causes) > 1 else ''}): "
+            f"{refresh(loaded, path, recheck=True).replace('run `', 'refresh them with `', 1)}")
+    (report.problems if report.strict else report.notes).append(line)
 
 
-def floor_problems(loaded, data: dict) -> list[tuple[str, str]]:
+def floor_problems(loaded, receipt: Receipt) -> list[tuple[str, str]]:
     """(entry, why) for each entry whose `coverage` floors the receipt's coverage of its current source misses (its
     argued lines and outcomes as the contract argues them now), or that has no coverage of its current source."""
     found = []
     for entry in loaded.entries:
         if entry.coverage is None:
             continue
-        record = (data.get("coverage") or {}).get(entry.name)
-        if not isinstance(record, dict) or record.get("source_sha256") != entry_source_sha256(loaded, entry.name):
+        record = receipt.coverage_of(entry.name)
+        if record is None or record.get("source_sha256") != entry_source_sha256(loaded, entry.name):
             found.append((entry.name, f"coverage of {entry.name} not measured for its kernel source as it is"))
             continue
         floor = entry.coverage

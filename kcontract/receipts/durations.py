@@ -3,15 +3,15 @@ it, and the pool starts the longest tasks first."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from kcontract.receipts.form import KIND, RECEIPTS_DIR
+from kcontract.receipts.receipt import Receipt, ReceiptError
+from kcontract.receipts.schema import KINDS, RECEIPTS_DIR
 
 GateKey = tuple[str, str, int]  # (task kind, entry or control name, gate)
 
 
-def newest_whole_receipt(contract_path: str) -> tuple[dict | None, str | None]:
+def newest_whole_receipt(contract_path: str) -> tuple[Receipt | None, str | None]:
     """The newest receipt of the whole contract under its folder's receipts/ (by its `created` stamp, then file
     name), and its path as receipts/NAME; (None, None) when there is none."""
     base = Path(contract_path).resolve().parent
@@ -19,27 +19,26 @@ def newest_whole_receipt(contract_path: str) -> tuple[dict | None, str | None]:
     found = []
     for path in sorted((base / RECEIPTS_DIR).glob(f"{Path(contract_path).stem}-*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            receipt = Receipt.read(path)
+        except ReceiptError:
             continue
-        if (isinstance(data, dict) and data.get("kind") == KIND and data.get("contract") == contract
-                and not (data.get("covers") or {}).get("shard")):
-            found.append((str(data.get("created", "")), path.name, data))
+        if receipt.contract == contract and not receipt.is_shard:
+            found.append((str(receipt.created or ""), path.name, receipt))
     if not found:
         return None, None
-    _, name, data = max(found, key=lambda f: (f[0], f[1]))
-    return data, f"{RECEIPTS_DIR}/{name}"
+    _, name, receipt = max(found, key=lambda f: (f[0], f[1]))
+    return receipt, f"{RECEIPTS_DIR}/{name}"
 
 
-def _rows(receipt: dict | None):
+def _rows(receipt: Receipt | None):
     """(kind, row) of every entry and control row of a receipt."""
-    for kind, key in (("entry", "entries"), ("control", "controls")):
-        for row in (receipt or {}).get(key) or []:
+    for kind in KINDS if receipt is not None else ():
+        for row in receipt.row_list(kind):
             if isinstance(row, dict) and isinstance(row.get("task"), dict):
                 yield kind, row
 
 
-def row_seconds(receipt: dict | None) -> dict[tuple[str, str], float]:
+def row_seconds(receipt: Receipt | None) -> dict[tuple[str, str], float]:
     """Seconds per (kind, name): each row's whole time."""
     seconds = {}
     for kind, row in _rows(receipt):
@@ -50,7 +49,7 @@ def row_seconds(receipt: dict | None) -> dict[tuple[str, str], float]:
     return seconds
 
 
-def gate_seconds(receipt: dict | None, device: str) -> dict[GateKey, float]:
+def gate_seconds(receipt: Receipt | None, device: str) -> dict[GateKey, float]:
     """Seconds per (kind, name, gate) of the rows that ran on `device` ("gpu" or "cpu")."""
     found: dict[GateKey, float] = {}
     for kind, row in _rows(receipt):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcontract.receipts.depends import row_checker, row_depends
-from kcontract.receipts.form import rows_of
+from kcontract.receipts.receipt import Receipt
 from kcontract.receipts.rows import contract_keys
 
 CURRENT, STALE, MISSING, ORPHANED, FAILED = "current", "stale", "missing", "orphaned", "failed"
@@ -38,10 +38,10 @@ class RowJudgement:
         return name if kind == "entry" else f"control {name}"
 
 
-def judge_rows(loaded, data: dict, machine=None) -> list[RowJudgement]:
+def judge_rows(loaded, receipt: Receipt, machine=None) -> list[RowJudgement]:
     """Every row the contract calls for, then every orphaned row; `machine` (receipts.machine.MachineCode) decides
     rows whose only change is in CUDA files, else they are stale."""
-    rows = rows_of(data)
+    rows = receipt.rows()
     wanted = contract_keys(loaded)
     judged = [judge_row(loaded, key, rows[key], machine) if key in rows else RowJudgement(key, MISSING)
               for key in wanted]

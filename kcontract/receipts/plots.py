@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+from kcontract.receipts.receipt import Receipt
+
 PLOTS_SUFFIX = ".plots"  # `receipts/contract-h200.plots` beside `receipts/contract-h200.json`
 STAMP_WORDS = "kcontract bench rows"
 STAMP = re.compile(STAMP_WORDS + r" ([0-9a-f]{64})")
@@ -33,10 +35,10 @@ def drawn_from(svg: Path) -> str | None:
     return found.group(1) if found else None
 
 
-def receipt_plots(receipt: Path, data: dict) -> list[tuple[Path, bool]]:
-    """The SVGs beside a receipt, each with whether it was drawn from the receipt's bench rows."""
-    folder = plots_beside(receipt)
-    digest = rows_digest(data.get("bench") or [], data.get("bench_ceiling") or {})
+def receipt_plots(path: Path, receipt: Receipt) -> list[tuple[Path, bool]]:
+    """The SVGs beside the receipt at `path`, each with whether it was drawn from the receipt's bench rows."""
+    folder = plots_beside(path)
+    digest = rows_digest(receipt.bench, receipt.bench_ceiling)
     return [(svg, drawn_from(svg) == digest) for svg in sorted(folder.glob("*.svg"))] if folder.is_dir() else []
 
 

@@ -1,4 +1,5 @@
-"""Rows made from a run's outcomes, merged into a receipt, and the receipt's SUMMARY recomputed from its rows.
+"""Rows made from a run's outcomes, merged into a receipt, and the receipt's SUMMARY recomputed from its rows
+(receipt.py's `Receipt.put_rows` puts them in the file).
 
 One merge serves every writer: a whole run replaces every row, `run --stale` replaces the rows it re-ran and
 keeps the rest, a shard writes its own rows and `receipt merge` joins shards' rows. Rows of entries or controls
@@ -8,14 +9,12 @@ outcomes would print.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import hashlib
 import json
-from pathlib import Path
 
 from kcontract.receipts.depends import row_checker, row_depends
-from kcontract.receipts.form import FORMAT, KIND, KINDS, LISTS, row_key
+from kcontract.receipts.schema import KINDS, row_key
 from kcontract.verdict.outcome import outcome_from_plain
 from kcontract.verdict.summary import Summary, summarise
 
@@ -67,28 +66,3 @@ def rows_summary(loaded, rows: dict[tuple[str, str], dict], notes: list[str] = (
     outcomes = {kind: [outcome_from_plain(r) for (k, _), r in rows.items() if k == kind] for kind in KINDS}
     planted = {c.name: c.gate for c in loaded.controls}
     return summarise(outcomes["entry"], outcomes["control"], loaded.known_findings, planted, list(notes))
-
-
-def assemble(loaded, rows: dict, runs: list[dict], *, notes: list[str] = (), covers: dict | None = None,
-             created: str | None = None, extra: dict | None = None) -> dict:
-    """The receipt of these rows: the runs that still own a row, the last run's facts, the SUMMARY of all rows."""
-    owners = {row.get("ran", {}).get("run") for row in rows.values()}
-    runs = [r for r in runs if r["id"] in owners]
-    last = runs[-1] if runs else {}
-    summary = rows_summary(loaded, rows, notes)
-    base_covers = {"entries": len(loaded.entries), "controls": len(loaded.controls),
-                   "partial": bool((covers or {}).get("shard"))}
-    return {
-        "kind": KIND, "format": FORMAT, "contract": Path(loaded.path).name, "created": created or now(),
-        "updated": now(), "seed": loaded.seed, "covers": base_covers | (covers or {}),
-        "device": last.get("device"), "git": last.get("git"), "environment": last.get("environment"),
-        "toolchain": last.get("toolchain"), "wall_s": last.get("wall_s"), "runs": runs,
-        "summary": summary.line(), "exit_code": int(summary.exit_code), "counts": _plain(summary),
-        "planted": {c.name: c.gate for c in loaded.controls}, "notes": list(notes),
-        **{LISTS[kind]: [r for (k, _), r in rows.items() if k == kind] for kind in KINDS},
-        **(extra or {}),
-    }
-
-
-def _plain(summary: Summary) -> dict:
-    return dataclasses.asdict(summary)

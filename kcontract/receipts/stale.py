@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcontract.errors import UsageError
-from kcontract.receipts.form import is_receipt, is_rows, is_shard, read_json
 from kcontract.receipts.judge import FAILED, MISSING, ORPHANED, STALE, judge_rows
 from kcontract.receipts.machine import MachineCode
+from kcontract.receipts.receipt import NotAReceipt, Receipt, ReceiptMissing
 from kcontract.receipts.rows import contract_keys
 
 SHOWN_REASONS = 8  # reasons the plan's line names before "and N more"
@@ -23,7 +23,7 @@ SHOWN_REASONS = 8  # reasons the plan's line names before "and N more"
 class StalePlan:
     """The receipt as it was, the rows to re-run with their reasons, and how many rows the contract has."""
 
-    previous: dict | None
+    previous: Receipt | None
     rerun: dict[tuple[str, str], str]
     total: int
     dropped: int = 0  # orphaned rows the write drops
@@ -52,24 +52,41 @@ def _few(names: list[str]) -> str:
 
 def plan_stale(loaded, receipt_path: str, recheck: bool) -> StalePlan:
     """The rows of the receipt at `receipt_path` that a `--stale` run refreshes."""
-    data = read_json(receipt_path)
     wanted = contract_keys(loaded)
-    if data is None:
-        return StalePlan(None, {key: "missing" for key in wanted}, len(wanted))
-    contract = Path(loaded.path).name
-    if not is_receipt(data):
-        raise UsageError(f"--receipt {receipt_path}: not a kcontract receipt: give the receipt to refresh, or a new "
-                         f"file name")
-    if not is_rows(data):
-        raise UsageError(f"--receipt {receipt_path}: a receipt of the earlier whole-contract form: turn it into rows "
-                         f"with `kcontract receipt upgrade {receipt_path}` first")
-    if is_shard(data):
-        raise UsageError(f"--receipt {receipt_path}: one shard's receipt: --stale refreshes a receipt of the whole "
-                         f"contract (merge the shards first)")
-    if data.get("contract") != contract:
-        raise UsageError(f"--receipt {receipt_path}: a receipt of {data.get('contract')}, not of {contract}")
+    receipt = _refreshable(loaded, receipt_path)
+    if receipt is None:
+        return StalePlan(None, {key: MISSING for key in wanted}, len(wanted))
     with MachineCode(loaded) as machine:
-        judged = judge_rows(loaded, data, machine)
+        judged = judge_rows(loaded, receipt, machine)
+    order = {key: i for i, key in enumerate(wanted)}
+    rerun = dict(sorted(_reruns(judged, recheck).items(), key=lambda item: order[item[0]]))
+    return StalePlan(receipt, rerun, len(wanted), sum(j.state == ORPHANED for j in judged))
+
+
+def _refreshable(loaded, path: str) -> Receipt | None:
+    """The receipt `--stale` refreshes: one of rows of the whole contract; None where there is no file yet."""
+    try:
+        receipt = Receipt.read(path)
+    except ReceiptMissing:
+        return None
+    except NotAReceipt:
+        raise UsageError(f"--receipt {path}: not a kcontract receipt: give the receipt to refresh, or a new file "
+                         f"name") from None
+    contract = Path(loaded.path).name
+    if not receipt.has_rows:
+        raise UsageError(f"--receipt {path}: a receipt of the earlier whole-contract form: turn it into rows with "
+                         f"`kcontract receipt upgrade {path}` first")
+    if receipt.is_shard:
+        raise UsageError(f"--receipt {path}: one shard's receipt: --stale refreshes a receipt of the whole contract "
+                         f"(merge the shards first)")
+    if receipt.contract != contract:
+        raise UsageError(f"--receipt {path}: a receipt of {receipt.contract}, not of {contract}")
+    return receipt
+
+
+def _reruns(judged: list, recheck: bool) -> dict[tuple[str, str], str]:
+    """The rows to re-run, each with why: stale, failed or missing; with `recheck`, judged by an earlier
+    kcontract."""
     rerun = {}
     for j in judged:
         if j.state in (STALE, FAILED):
@@ -78,6 +95,4 @@ def plan_stale(loaded, receipt_path: str, recheck: bool) -> StalePlan:
             rerun[j.key] = MISSING
         elif recheck and j.earlier and j.state != ORPHANED:
             rerun[j.key] = f"judged by an earlier kcontract: {j.earlier}"
-    order = {key: i for i, key in enumerate(wanted)}
-    rerun = dict(sorted(rerun.items(), key=lambda item: order[item[0]]))
-    return StalePlan(data, rerun, len(wanted), sum(j.state == ORPHANED for j in judged))
+    return rerun

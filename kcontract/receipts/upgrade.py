@@ -18,45 +18,54 @@ from kcontract.contract.yaml_lines import load_yaml
 from kcontract.errors import KContractError, UsageError
 from kcontract.identity import file_sha256
 from kcontract.receipts.depends import digest_of, kernel_files, node_in, relative
-from kcontract.receipts.form import KINDS, LISTS, is_receipt, is_rows
-from kcontract.receipts.rows import assemble, merged_rows, ran_of, run_id
+from kcontract.receipts.receipt import Receipt
+from kcontract.receipts.rows import merged_rows, ran_of, run_id
+from kcontract.receipts.schema import KINDS
 from kcontract.toolchain.cache import sha256_bytes
 
 UNKNOWN = "not listed by the earlier receipt"
 
 
-def upgrade(loaded, data: dict, path: str) -> dict:
+def upgrade(loaded, earlier: Receipt, path: str) -> Receipt:
     """The rows receipt of an earlier-form receipt of this contract (a usage error for anything else)."""
-    if not is_receipt(data):
-        raise UsageError(f"{path}: not a kcontract receipt (no \"kind\": \"kcontract-run\"): nothing to upgrade")
-    if is_rows(data):
+    _refuse(loaded, earlier, path)
+    run = _run(earlier)
+    rows = _rows(loaded, earlier, run)
+    receipt = Receipt().put_rows(loaded, merged_rows(loaded, {}, rows), [run], notes=earlier.counts.get("notes", []),
+                                 created=earlier.created)
+    receipt.put_mutation({name: _keyed(loaded, score, earlier.sources) for name, score in earlier.mutation.items()})
+    if earlier.bench:
+        receipt.put_bench([_keyed(loaded, row, earlier.sources) for row in earlier.bench], earlier.bench_ceiling)
+    receipt.put_upgraded(earlier.created)
+    return receipt
+
+
+def _refuse(loaded, earlier: Receipt, path: str) -> None:
+    """A usage error where the receipt is no earlier-form receipt of the whole contract `loaded`."""
+    if earlier.has_rows:
         raise UsageError(f"{path}: already has rows: nothing to upgrade")
-    if (data.get("covers") or {}).get("shard"):
+    if earlier.is_shard:
         raise UsageError(f"{path}: a shard's receipt: upgrade the receipt merged from every shard")
-    if data.get("contract") != Path(loaded.path).name:
-        raise UsageError(f"{path}: a receipt of {data.get('contract')}, not of {loaded.path}: give --contract the "
+    if earlier.contract != Path(loaded.path).name:
+        raise UsageError(f"{path}: a receipt of {earlier.contract}, not of {loaded.path}: give --contract the "
                          f"contract it attests")
-    sources = data.get("sources") or {}
-    raw = _contract_then(loaded, data, sources)
-    run = _run(data)
+
+
+def _rows(loaded, earlier: Receipt, run: dict) -> dict[tuple[str, str], dict]:
+    """Each outcome of the earlier receipt whose entry or control the contract still has, as a row that inherits
+    the old receipt's file hashes, node, checker and run."""
+    raw = _contract_then(loaded, earlier)
     rows = {}
     for kind in KINDS:
-        for outcome in data.get(LISTS[kind]) or []:
+        for outcome in earlier.row_list(kind):
             name = (outcome.get("task") or {}).get("name")
-            if not _in_contract(loaded, kind, name):
-                continue
-            rows[(kind, name)] = {**outcome, "task": {**outcome["task"], "kind": kind},
-                                  "depends": _depends(loaded, kind, name, raw, data, sources),
-                                  "checker": _checker(loaded, kind, name, data.get("checker") or {}),
-                                  "ran": ran_of(run) | {k: v for k, v in (outcome.get("kernel") or {}).items()
-                                                        if k in ("sm", "toolchain") and v}}
-    extra = {key: [_keyed(loaded, item, sources) for item in data[key]] if key == "bench"
-             else {n: _keyed(loaded, s, sources) for n, s in data[key].items()} if key == "mutation" else data[key]
-             for key in ("mutation", "bench", "bench_ceiling") if data.get(key)}
-    receipt = assemble(loaded, merged_rows(loaded, {}, rows), [run], notes=(data.get("counts") or {}).get("notes", []),
-                       created=data.get("created"), extra=extra)
-    receipt["upgraded"] = {"from": "whole-contract receipt", "created": data.get("created")}
-    return receipt
+            if _in_contract(loaded, kind, name):
+                rows[(kind, name)] = {**outcome, "task": {**outcome["task"], "kind": kind},
+                                      "depends": _depends(loaded, kind, name, raw, earlier),
+                                      "checker": _checker(loaded, kind, name, earlier.checker),
+                                      "ran": ran_of(run) | {k: v for k, v in (outcome.get("kernel") or {}).items()
+                                                            if k in ("sm", "toolchain") and v}}
+    return rows
 
 
 def _in_contract(loaded, kind: str, name: str) -> bool:
@@ -64,26 +73,26 @@ def _in_contract(loaded, kind: str, name: str) -> bool:
     return name in names
 
 
-def _run(data: dict) -> dict:
+def _run(earlier: Receipt) -> dict:
     """The old receipt's one whole run as a run record."""
-    run = {"mode": "whole", "created": data.get("created"), "seed": data.get("seed"), "wall_s": data.get("wall_s"),
-           "device": data.get("device"), "git": data.get("git"), "environment": data.get("environment"),
-           "toolchain": data.get("toolchain"), "rows": len(data.get("entries") or []) + len(data.get("controls") or []),
-           "of": (data.get("covers") or {}).get("entries", 0) + (data.get("covers") or {}).get("controls", 0),
-           "references": data.get("references"), "inputs": data.get("inputs")}
+    run = {"mode": "whole", "created": earlier.created, "seed": earlier.seed, "wall_s": earlier.wall_s,
+           "device": earlier.device, "git": earlier.git, "environment": earlier.environment,
+           "toolchain": earlier.toolchain, "rows": len(earlier.entries) + len(earlier.controls),
+           "of": earlier.covers.get("entries", 0) + earlier.covers.get("controls", 0),
+           "references": earlier.references, "inputs": earlier.inputs}
     return {"id": run_id(run), **run}
 
 
-def _contract_then(loaded, data: dict, sources: dict) -> dict | None:
+def _contract_then(loaded, earlier: Receipt) -> dict | None:
     """The parsed contract the old receipt attests: today's file where its sha256 is the listed one, else the file
     at the receipt's commit where that matches; None where neither does."""
     name = Path(loaded.path).name
-    listed = sources.get(name)
+    listed = earlier.sources.get(name)
     if listed is None:
         return None
     if file_sha256(Path(loaded.path)) == listed:
         return loaded.raw
-    commit = (data.get("git") or {}).get("commit")
+    commit = earlier.commit
     text = _file_at(Path(loaded.path).resolve(), commit) if commit else None
     if text is None or sha256_bytes(text) != listed:
         return None
@@ -109,16 +118,16 @@ def _file_at(path: Path, commit: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def _depends(loaded, kind: str, name: str, raw: dict | None, data: dict, sources: dict) -> dict:
+def _depends(loaded, kind: str, name: str, raw: dict | None, earlier: Receipt) -> dict:
     """The row's dependencies as the old receipt attests them."""
     base = Path(loaded.path).resolve().parent
     subject = loaded.entry(name) if kind == "entry" else loaded.control(name)
     files = {}
     for path in kernel_files(loaded, subject.kernel):
         rel = relative(path, base)
-        files[rel] = sources.get(rel, UNKNOWN)
+        files[rel] = earlier.sources.get(rel, UNKNOWN)
     node = node_in(raw, kind, name) if raw is not None else None
-    return {"node": digest_of(node) if node is not None else UNKNOWN, "seed": data.get("seed"),
+    return {"node": digest_of(node) if node is not None else UNKNOWN, "seed": earlier.seed,
             "files": dict(sorted(files.items()))}
 
 

@@ -15,9 +15,9 @@ import numpy as np
 
 from kcontract import __version__
 from kcontract.provenance import git_state
-from kcontract.receipts.carried import carried_bench, carried_mutation
-from kcontract.receipts.form import is_rows, rows_of
-from kcontract.receipts.rows import assemble, make_row, merged_rows, now, run_id
+from kcontract.receipts.carried import carried_bench, carried_coverage, carried_mutation
+from kcontract.receipts.receipt import Receipt
+from kcontract.receipts.rows import make_row, merged_rows, now, run_id
 
 
 def environment(gpu: bool, toolchain: dict | None = None) -> dict:
@@ -50,26 +50,29 @@ def run_record(loaded, document: dict, *, mode: str, seed: int, wall_s: float, g
     return {"id": run_id(run), **run}
 
 
-def run_receipt(loaded, document: dict, previous: dict | None, *, mode: str, seed: int, wall_s: float, gpu: bool,
-                keep_rows: bool, notes: list[str] = (), covers: dict | None = None) -> dict:
+def run_receipt(loaded, document: dict, previous: Receipt | None, *, mode: str, seed: int, wall_s: float,
+                gpu: bool, keep_rows: bool, notes: list[str] = (), covers: dict | None = None) -> Receipt:
     """The receipt after a run: its rows (with `keep_rows`, over the previous receipt's other rows, `run
-    --stale`), the runs that own them, the SUMMARY of them all, and the mutation scores and bench rows carried."""
+    --stale`), the runs that own them, the SUMMARY of them all, and the mutation scores, coverage and bench rows
+    carried."""
     outcomes = document.get("entries", []) + document.get("controls", [])
     run = run_record(loaded, document, mode=mode, seed=seed, wall_s=wall_s, gpu=gpu, rows=len(outcomes))
     fresh = {}
     for outcome in outcomes:
         row = make_row(loaded, outcome, run)
         fresh[(row["task"]["kind"], row["task"]["name"])] = row
-    rows_before = previous if keep_rows and is_rows(previous) else {}
-    kept = rows_of(rows_before) if rows_before else {}
-    rows = merged_rows(loaded, kept, fresh)
-    runs = list((rows_before or {}).get("runs") or []) + [run]
-    extra = {}
-    if previous:
-        for what in ("mutation", "coverage"):
-            if kept := carried_mutation(loaded, previous, what):
-                extra[what] = kept
-        if bench := carried_bench(loaded, previous):
-            extra["bench"], extra["bench_ceiling"] = bench, previous.get("bench_ceiling", {})
-    created = (rows_before or {}).get("created")
-    return assemble(loaded, rows, runs, notes=notes, covers=covers, created=created, extra=extra)
+    before = previous if keep_rows and previous is not None and previous.has_rows else Receipt()
+    receipt = Receipt().put_rows(loaded, merged_rows(loaded, before.rows(), fresh), before.runs + [run],
+                                 notes=notes, covers=covers, created=before.created)
+    if previous is not None:
+        carry(loaded, previous, receipt)
+    return receipt
+
+
+def carry(loaded, previous: Receipt, receipt: Receipt) -> None:
+    """Put the previous receipt's mutation scores, coverage and bench rows whose kernel is unchanged into
+    `receipt`."""
+    receipt.put_mutation(carried_mutation(loaded, previous))
+    receipt.put_coverage(carried_coverage(loaded, previous))
+    if bench := carried_bench(loaded, previous):
+        receipt.put_bench(bench, previous.bench_ceiling)

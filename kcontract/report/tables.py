@@ -80,28 +80,39 @@ def print_failures(console: Console, outcomes: list[Outcome], *, planted: dict[s
     Tasks that did not run were reported as they ended; here they get their traceback with --verbose.
     """
     for o in outcomes:
-        if o.status != "ran":
-            if verbose and o.trace:
-                console.print(f"{status_line(o)}\n{o.trace.rstrip()}", markup=False, highlight=False)
-            continue
-        red = [(g, r) for g, r in sorted(o.gates.items()) if not r.passed]
-        if planted is not None and planted[o.task.name] in [g for g, _ in red] and not verbose:
-            gate = planted[o.task.name]
-            trial = f" (on trial {o.gates[gate].facts['trials']})" if "trials" in o.gates[gate].facts else ""
-            console.print(f"{who(o.task)}: red as planted at gate {gate}{trial}: {o.gates[gate].message}",
-                          markup=False, highlight=False)
-            continue
-        for gate, r in red:
-            console.print(f"{who(o.task)} gate {gate} ({gate_row(gate).title}): {r.message}", markup=False,
-                          highlight=False)
-            if r.worst:
-                w = r.worst
-                where = ", ".join(f"{k} {v}" for k, v in w.coords.items())
-                console.print(f"  worst: case {w.case}{', ' + where if where else ''}: got {w.got}, expected "
-                              f"{w.expected}{'; ' + w.detail if w.detail else ''}", markup=False, highlight=False)
-            if r.causes:
-                console.print(f"  usual causes: {'; '.join(r.causes)}", markup=False, highlight=False)
-            console.print(f"  replay: {r.replay}", markup=False, highlight=False)
-        if planted is not None and planted[o.task.name] not in [g for g, _ in red]:
-            console.print(f"{who(o.task)}: MISSED: gate {planted[o.task.name]} passed; the planted fault went "
-                          f"unseen", markup=False, highlight=False)
+        if o.status == "ran":
+            _print_outcome(console, o, planted[o.task.name] if planted is not None else None, verbose)
+        elif verbose and o.trace:
+            _say(console, f"{status_line(o)}\n{o.trace.rstrip()}")
+
+
+def _print_outcome(console: Console, o: Outcome, planted: int | None, verbose: bool) -> None:
+    """A task that ran: a control red as planted in one line (unless verbose), else each red gate; a control
+    not red at its planted gate says it missed."""
+    red = [(g, r) for g, r in sorted(o.gates.items()) if not r.passed]
+    if planted in [g for g, _ in red] and not verbose:
+        trial = f" (on trial {o.gates[planted].facts['trials']})" if "trials" in o.gates[planted].facts else ""
+        _say(console, f"{who(o.task)}: red as planted at gate {planted}{trial}: {o.gates[planted].message}")
+        return
+    for gate, result in red:
+        _print_red(console, o, gate, result)
+    if planted is not None and planted not in [g for g, _ in red]:
+        _say(console, f"{who(o.task)}: MISSED: gate {planted} passed; the planted fault went unseen")
+
+
+def _print_red(console: Console, o: Outcome, gate: int, r) -> None:
+    """One red gate: its message, worst offender, usual causes and replay command."""
+    _say(console, f"{who(o.task)} gate {gate} ({gate_row(gate).title}): {r.message}")
+    if r.worst:
+        w = r.worst
+        where = ", ".join(f"{k} {v}" for k, v in w.coords.items())
+        _say(console, f"  worst: case {w.case}{', ' + where if where else ''}: got {w.got}, expected "
+                      f"{w.expected}{'; ' + w.detail if w.detail else ''}")
+    if r.causes:
+        _say(console, f"  usual causes: {'; '.join(r.causes)}")
+    _say(console, f"  replay: {r.replay}")
+
+
+def _say(console: Console, line: str) -> None:
+    """A line as it is: no markup, no highlighting."""
+    console.print(line, markup=False, highlight=False)

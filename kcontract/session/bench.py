@@ -10,7 +10,8 @@ from typing import Callable
 from kcontract.errors import UsageError
 from kcontract.runner.plan import picked
 from kcontract.receipts.carried import carried_bench, measured_for
-from kcontract.session.outputs import measured_at, read_receipt, require_receipt, write_receipt
+from kcontract.receipts.receipt import Receipt, ReceiptError
+from kcontract.session.outputs import measured_at, require_receipt
 from kcontract.session.preflight import check_machine
 
 
@@ -51,12 +52,10 @@ def bench_session(session, entries: list, sizes: dict[str, tuple[int, ...]], rep
 def bench_into_receipt(loaded, receipt_path: str, result: dict, entries: list) -> None:
     """The rows into the receipt as `bench`, in place of the benched entries' rows; other entries' rows stay where
     their kernel source is unchanged."""
-    receipt = read_receipt(receipt_path)
     commit = measured_at(loaded)
     rows = [{**row, "measured_at": commit, **measured_for(loaded, row["entry"])} for row in result["rows"]]
-    receipt["bench"] = carried_bench(loaded, receipt, {e.name for e in entries}) + rows
-    receipt["bench_ceiling"] = result["ceiling"]
-    write_receipt(receipt_path, receipt)
+    with Receipt.updating(receipt_path) as receipt:
+        receipt.put_bench(carried_bench(loaded, receipt, {e.name for e in entries}) + rows, result["ceiling"])
 
 
 def plot_bench(loaded, rows: list[dict], ceiling: dict, folder: str) -> list[Path]:
@@ -71,11 +70,10 @@ def plot_bench(loaded, rows: list[dict], ceiling: dict, folder: str) -> list[Pat
 def receipt_bench(path: str) -> tuple[list[dict], dict]:
     """A receipt's bench rows and ceilings, to plot without a GPU."""
     try:
-        receipt = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise UsageError(f"--from-receipt {path}: not a readable receipt ({type(error).__name__}: "
-                         f"{str(error).splitlines()[0]})") from None
-    if not isinstance(receipt, dict) or not receipt.get("bench"):
+        receipt = Receipt.read(path)
+    except ReceiptError as error:
+        raise UsageError(f"--from-receipt {path}: not a readable receipt ({error.reason})") from None
+    if not receipt.bench:
         raise UsageError(f"--from-receipt {path}: the receipt has no bench rows; run `kcontract bench --receipt "
                          f"{path}` on a GPU first")
-    return receipt["bench"], receipt.get("bench_ceiling") or {}
+    return receipt.bench, receipt.bench_ceiling

@@ -18,6 +18,7 @@ from kcontract.family.cases import main_cases
 from kcontract.mutate.campaign import Campaign, fit_timeouts, judge_runs, load, prepare, save, workdir
 from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.receipts.carried import entry_node_sha256
+from kcontract.receipts.receipt import Receipt
 from kcontract.session.outputs import measured_at, require_receipt
 from kcontract.session.preflight import check_machine, device_target
 from kcontract.session.retrials import retry_survivors
@@ -91,7 +92,7 @@ def missed_lines(receipt: str | None, name: str, source_sha256: str) -> set[int]
     """The lines of the entry's source that the receipt's coverage of that very source says no case executes."""
     if not receipt or not Path(receipt).is_file():
         return set()
-    coverage = (json.loads(Path(receipt).read_text()).get("coverage") or {}).get(name) or {}
+    coverage = Receipt.read(receipt).coverage_of(name) or {}
     if coverage.get("source_sha256") != source_sha256:
         return set()
     return {int(line) for line in coverage.get("missed_lines", [])}
@@ -249,14 +250,9 @@ def _judge_sanitized(work: list, findings: list, case: str) -> None:
 
 
 def record_score(receipt: Path, entry_name: str, score: dict) -> None:
-    """The score into the receipt's `mutation`, under a lock: campaigns running side by side share the file."""
-    import fcntl
-
-    with open(receipt.with_name(receipt.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        data = json.loads(receipt.read_text())
-        data.setdefault("mutation", {})[entry_name] = score
-        receipt.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    """The score into the receipt's `mutation`, under its lock: campaigns running side by side share the file."""
+    with Receipt.updating(receipt) as updated:
+        updated.put_mutation({entry_name: score})
 
 
 def score_line(report: dict, why_waiting: str = "no GPU here") -> str:

@@ -12,12 +12,11 @@ from kcontract.contract.loader import load_contract
 from kcontract.gatetable import launching
 from kcontract.receipts.check import needs_gpu
 from kcontract.receipts.durations import gate_seconds, newest_whole_receipt
-from kcontract.receipts.form import read_json
+from kcontract.receipts.receipt import Receipt, ReceiptError
 from kcontract.receipts.stale import plan_stale
 from kcontract.receipts.write import run_receipt
 from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
-from kcontract.errors import UsageError
 from kcontract.runner.plan import plan_tasks
 from kcontract.runner.prebuild import prebuild
 from kcontract.runner.session import auto_jobs, run_contract
@@ -99,24 +98,28 @@ class Session:
                                                       result.summary))
         pruned = keep_under_cap(cache_root(self.path), self.begun)
         if options.receipt and not options.stale:
-            seed = options.selection.seed
-            write_json(options.receipt, run_receipt(
-                self.loaded, document, _previous(options.receipt), mode=f"shard {options.shard}" if options.shard
-                else "whole", seed=self.loaded.seed if seed is None else seed, wall_s=self.seconds(),
-                gpu=needs_gpu(self.loaded), keep_rows=False, notes=result.summary.notes, covers=plan.covers))
+            self.receipt(plan, result, document, options).write(options.receipt)
         return [f"note: {pruned}"] if pruned else []
+
+    def receipt(self, plan: Plan, result, document: dict, options: RunOptions) -> Receipt:
+        """The receipt of a whole run or a shard's, over what the receipt already there carries."""
+        seed = options.selection.seed
+        return run_receipt(self.loaded, document, _previous(options.receipt),
+                           mode=f"shard {options.shard}" if options.shard else "whole",
+                           seed=self.loaded.seed if seed is None else seed, wall_s=self.seconds(),
+                           gpu=needs_gpu(self.loaded), keep_rows=False, notes=result.summary.notes, covers=plan.covers)
 
     def refresh(self, plan: Plan, options: RunOptions, document: dict | None, summary) -> tuple[str, int]:
         """`--stale`: the re-run rows written into the receipt over its other rows; the whole receipt's SUMMARY
         with how many rows ran, and its exit code."""
         refresh = plan.refresh
         document = document or {"entries": [], "controls": [], "toolchain": None}
-        notes = summary.notes if summary is not None else (refresh.previous or {}).get("notes", [])
+        notes = summary.notes if summary is not None else refresh.previous.notes if refresh.previous else []
         receipt = run_receipt(self.loaded, document, refresh.previous, mode="stale", seed=self.loaded.seed,
                               wall_s=self.seconds(), gpu=needs_gpu(self.loaded), keep_rows=True, notes=notes)
         if document["entries"] or document["controls"] or refresh.dropped:
-            write_json(options.receipt, receipt)
-        return f"{receipt['summary']} (re-ran {len(refresh.rerun)} of {refresh.total} rows)", receipt["exit_code"]
+            receipt.write(options.receipt)
+        return f"{receipt.summary} (re-ran {len(refresh.rerun)} of {refresh.total} rows)", receipt.exit_code
 
     def seconds(self) -> float:
         """Seconds since the session began."""
@@ -145,11 +148,10 @@ def ready_for(loaded, path: str, tasks: list[Task], outputs: dict[str, str | Non
     return ready, ready.lines + ([built] if built else [])
 
 
-def _previous(path: str) -> dict:
-    """The receipt already at `path` (its mutation scores and bench rows carry over where the kernel is unchanged),
-    or {}."""
+def _previous(path: str) -> Receipt | None:
+    """The receipt already at `path` (its mutation scores, coverage and bench rows carry over where the kernel is
+    unchanged), or None."""
     try:
-        previous = read_json(path)
-    except UsageError:
-        return {}
-    return previous if isinstance(previous, dict) else {}
+        return Receipt.read(path)
+    except ReceiptError:
+        return None

@@ -14,7 +14,8 @@ from kcontract.coverage.report import entry_report
 from kcontract.errors import UsageError
 from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.receipts.carried import entry_node_sha256
-from kcontract.session.outputs import measured_at, read_receipt, require_receipt, write_receipt
+from kcontract.receipts.receipt import Receipt
+from kcontract.session.outputs import measured_at, require_receipt
 from kcontract.session.preflight import check_machine, device_target
 from kcontract.toolchain.cache import CACHE_ENV, cache_root
 from kcontract.verdict.summary import plural
@@ -103,7 +104,6 @@ def _write(loaded, covered: Covered, options: CoverageOptions) -> None:
     if options.json:
         Path(options.json).write_text(json.dumps(documents, indent=1) + "\n")
     if options.receipt and not options.prepare_only:
-        receipt = read_receipt(options.receipt)
         commit = measured_at(loaded)
-        receipt.setdefault("coverage", {}).update({n: {**d, "measured_at": commit} for n, d in documents.items()})
-        write_receipt(options.receipt, receipt)
+        with Receipt.updating(options.receipt) as receipt:
+            receipt.put_coverage({n: {**d, "measured_at": commit} for n, d in documents.items()})

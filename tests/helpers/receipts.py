@@ -31,7 +31,7 @@ def gpu_receipt(contract: Path, document: dict | None = None) -> dict:
     """A receipt of the contract's rows as a GPU run at the project's commit would write it."""
     loaded = load_contract(str(contract), import_kernels=False)
     receipt = run_receipt(loaded, document or passing_document(loaded), None, mode="whole", seed=loaded.seed,
-                          wall_s=1.0, gpu=False, keep_rows=False)
+                          wall_s=1.0, gpu=False, keep_rows=False).to_dict()
     receipt["device"] = "gpu"
     for run in receipt["runs"]:
         run["device"] = "gpu"
