@@ -104,9 +104,6 @@ class Receipt:
     def __repr__(self) -> str:
         return f"Receipt({self.contract!r}, {len(self.entries)} entries, {len(self.controls)} controls)"
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Receipt) and self._data == other._data
-
     # The file.
 
     @classmethod
