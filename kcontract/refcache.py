@@ -26,7 +26,7 @@ from kcontract.cachesize import touch
 from kcontract.identity import digest, family_digest
 from kcontract.problem import Assembled, Checked, Problem, Reference
 from kcontract.profiling import note_cache
-from kcontract.toolchain.cache import cache_root
+from kcontract.cachedir import cache_root
 
 MAGIC = b"kcontract-cache-2\n"
 NUMERICS = Path(__file__).resolve().parent / "numerics"

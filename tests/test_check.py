@@ -53,7 +53,7 @@ def project(tmp_path) -> Path:
 def test_the_repository_contract_passes(repository_checked, monkeypatch):
     """In the test run's cache, warm from its one check of the repository (by default `kcontract check` caches beside
     the contract; the tests write nothing inside the checkout)."""
-    from kcontract.toolchain.cache import default_root
+    from kcontract.cachedir import default_root
 
     monkeypatch.delenv("KCONTRACT_CACHE")
     assert default_root(str(ROOT / "contract.yaml")) == ROOT / ".kcontract-cache"

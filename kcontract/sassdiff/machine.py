@@ -9,6 +9,7 @@ machine code" asks here.
 from __future__ import annotations
 
 import functools
+import threading
 from pathlib import Path
 
 from kcontract.sassdiff.elf import function_digest
@@ -18,14 +19,17 @@ from kcontract.toolchain.cache import CompileCache
 from kcontract.toolchain.tools import run_tool
 
 SASS_FILE = "sass.txt"  # nvdisasm's text of a cubin, kept beside it in the compile cache
+_DISASSEMBLING: dict[str, threading.Lock] = {}  # one nvdisasm per cubin at a time
 
 
 def disassembled(module: Module, cache: CompileCache) -> dict[str, list[str]]:
-    """The module's SASS by mangled function name: nvdisasm once per cubin, its text cached beside it."""
-    text = cache.text(module.key, SASS_FILE)
-    if text is None:
-        text = run_tool("nvdisasm", ["-c", str(module.cubin_path)])
-        cache.put_text(module.key, SASS_FILE, text)
+    """The module's SASS by mangled function name: nvdisasm once per cubin (threads asking for the same one wait
+    for it), its text cached beside it."""
+    with _DISASSEMBLING.setdefault(module.key, threading.Lock()):
+        text = cache.text(module.key, SASS_FILE)
+        if text is None:
+            text = run_tool("nvdisasm", ["-c", str(module.cubin_path)])
+            cache.put_text(module.key, SASS_FILE, text)
     return split_functions(text)
 
 

@@ -21,7 +21,7 @@ from kcontract.receipts.carried import entry_node_sha256
 from kcontract.session.outputs import measured_at, require_receipt
 from kcontract.session.preflight import check_machine, device_target
 from kcontract.session.retrials import retry_survivors
-from kcontract.toolchain.cache import CACHE_ENV, cache_root
+from kcontract.cachedir import CACHE_ENV, cache_root
 
 Say = Callable[[str], None]
 SURVIVOR_TOOLS = ("memcheck", "initcheck", "racecheck")  # every survivor: a weakened wait or bound races too

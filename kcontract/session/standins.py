@@ -16,7 +16,7 @@ from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.receipts.carried import entry_node_sha256
 from kcontract.session.outputs import measured_at, read_receipt, require_receipt, write_receipt
 from kcontract.session.preflight import check_machine, device_target
-from kcontract.toolchain.cache import CACHE_ENV, cache_root
+from kcontract.cachedir import CACHE_ENV, cache_root
 from kcontract.verdict.summary import plural
 
 Say = Callable[[str], None]
