@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import shutil
 from pathlib import Path
@@ -230,3 +232,71 @@ def test_two_thousand_entries_check_list_and_run_one_each_in_two_seconds_and_300
         done = measured(*args, "--contract", "large.yaml", cwd=tmp_path, env=env)
         assert done.code == 0, done.output[-2000:]
         assert done.cpu < 2 and done.peak_mb < 300, f"{args[0]}: {done.cpu:.1f} s CPU, {done.peak_mb:.0f} MB"
+
+
+def _cached_cubin(cache: Path, label: str, sm: str) -> Path:
+    """The cubin the compile cache holds for `label` on `sm`."""
+    for meta in cache.glob("*/*/meta.json"):
+        facts = json.loads(meta.read_text())["facts"]
+        if facts["label"] == label and facts["sm"] == sm:
+            return meta.parent / "module.cubin"
+    raise AssertionError(f"no cached module of {label} for {sm} in {cache}")
+
+
+def test_a_cold_check_says_each_batch_of_compiles_on_stderr(project, tmp_path, monkeypatch):
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cold"))
+    done = check(project)
+    assert done.exit_code == 0, done.output
+    assert "compile: 3 modules to compile" in done.stderr
+    assert re.search(r"compile: kernels/tiny\.cu for 3 SMs \(3 of 3 compiles, \d+ s\)", done.stderr), done.stderr
+    assert "compile:" not in check(project).stderr  # warm: nothing to compile, nothing said
+
+
+def test_recompile_compiles_every_module_afresh_and_finds_the_cache_bit_identical(project):
+    done = CliRunner().invoke(cli, ["check", "--contract", str(project), "--recompile"])
+    assert done.exit_code == 0, done.output
+    assert "3 compiles (1 sources x 3 SMs, 0 cached, 3 recompiled, 0 unlike the cache), 0 failed" in done.output
+
+
+def test_recompile_names_a_cached_cubin_that_its_key_does_not_compile_to(project, tmp_path, monkeypatch):
+    """What the cache holds is trusted by its key; --recompile proves it, and names a module it cannot."""
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    assert check(project).exit_code == 0
+    cubin = _cached_cubin(tmp_path / "cache", "kernels/tiny.cu", "sm_90")
+    fresh = cubin.read_bytes()
+    cubin.write_bytes(fresh[:-1] + bytes([fresh[-1] ^ 1]))
+    assert check(project).exit_code == 0  # trusted by its key: not compiled again
+    done = CliRunner().invoke(cli, ["check", "--contract", str(project), "--recompile"])
+    assert done.exit_code == 1
+    assert "FAIL kernels/tiny.cu on sm_90: recompiled, its cubin bytes differ from the cached module's" in done.output
+    assert "3 recompiled, 1 unlike the cache" in done.output
+    assert cubin.read_bytes() == fresh  # the fresh compile replaced it
+
+
+def test_compile_progress_is_a_line_per_batch_and_heartbeat_when_piped_and_a_bar_in_a_terminal(monkeypatch):
+    from rich.console import Console
+
+    from kcontract.commands import compiling
+    from kcontract.toolchain.build import Batch
+
+    batches = [Batch("", 0, 0, 0, 3), Batch("a.cu", 1, 2, 1, 3), Batch("a.cu", 2, 2, 2, 3), Batch("b.cu", 1, 1, 3, 3)]
+    piped, shown = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(compiling, "HEARTBEAT", 1e9)  # a line per batch only
+    lines = compiling.CompileProgress(Console(file=piped, force_terminal=False, width=200))
+    for batch in batches:
+        lines(batch)
+    assert [re.sub(r", \d+ s\)", ")", line) for line in piped.getvalue().splitlines()] == [
+        "compile: 3 modules to compile", "compile: a.cu for 2 SMs (2 of 3 compiles)",
+        "compile: b.cu for 1 SMs (3 of 3 compiles)"]
+    monkeypatch.setattr(compiling, "HEARTBEAT", 0.0)  # and one whenever the heartbeat is due
+    beating = io.StringIO()
+    heart = compiling.CompileProgress(Console(file=beating, force_terminal=False, width=200))
+    for batch in batches[:2]:
+        heart(batch)
+    assert "compile: a.cu 1 of 2 SMs so far (1 of 3 compiles" in beating.getvalue()
+    bar = compiling.CompileProgress(Console(file=shown, force_terminal=True, width=200))
+    for batch in batches[:3]:
+        bar(batch)
+    assert bar.bar is not None and bar.bar.tasks[0].completed == 2 and bar.bar.tasks[0].total == 3
+    bar(batches[3])
+    assert bar.bar is None and "compile:" not in shown.getvalue()

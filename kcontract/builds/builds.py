@@ -15,10 +15,10 @@ from typing import Callable
 from kcontract.builds.artifact import KernelBuild, ModuleBuild
 from kcontract.builds.builder import Builder
 from kcontract.builds.cuda import CudaBuilder
+from kcontract.cachedir import cache_root
 from kcontract.contract.patches import PatchError
 from kcontract.errors import KContractError
 from kcontract.toolchain.build import Batch, Build, Differs, Module
-from kcontract.cachedir import cache_root
 from kcontract.toolchain.cache import CompileCache
 from kcontract.toolchain.exports import ExportError
 
@@ -32,11 +32,13 @@ class Builds:
         """`uses`: the kernel uses to build (a contract's: `Builds.of`); `base`: the contract's folder; `root`: the
         compile cache; `recompile`: compile every module afresh and note where the cache held other bytes;
         `builders`: one per kernel kind (default: CUDA's, in `root`)."""
-        self.base, self.targets, self.progress, self.recompile = Path(base).resolve(), list(targets), progress, recompile
+        self.base, self.targets, self.progress = Path(base).resolve(), list(targets), progress
+        self.recompile = recompile
         self.builders = builders if builders is not None else default_builders(root, self.base, jobs, recompile)
         self._units: dict[tuple, tuple[Builder, object]] = {}  # (kind, ident) -> (builder, unit)
         self._built: dict[str, Build] = {}  # kind -> every module and failure so far
         self._asked: set[tuple] = set()  # (kind, ident, sm) compiled, failed or skipped
+        self._read: dict[tuple, dict[str, int]] = {}  # (module key, exports asked) -> their values
         for builder in self.builders:
             for unit in builder.group([use for use in uses if builder.handles(use)]):
                 self._units[(builder.kind, unit.ident)] = (builder, unit)
@@ -105,19 +107,20 @@ class Builds:
         return view
 
     def _ensure(self, builder: Builder, units: list, sms: list[str]) -> None:
-        """Compile the (unit, SM)s not asked before, in one batch through the builder."""
-        todo = [u for u in units if any((builder.kind, u.ident, sm) not in self._asked for sm in sms)]
-        missing = [sm for sm in sms if any((builder.kind, u.ident, sm) not in self._asked for u in todo)]
+        """Compile the (unit, SM)s not asked before through the builder, units that lack the same SMs together."""
         whole = self._built.setdefault(builder.kind, Build(builder.toolchain))
-        if not todo:
-            return
-        part = builder.build(todo, missing, self.progress)
-        whole.modules.update(part.modules)
-        known = {(f.unit.ident, f.sm) for f in whole.failures}
-        whole.failures += [f for f in part.failures if (f.unit.ident, f.sm) not in known]
-        whole.skipped = sorted(set(whole.skipped) | set(part.skipped), key=self._order)
-        whole.differs += part.differs
-        self._asked.update((builder.kind, u.ident, sm) for u in todo for sm in missing)
+        groups: dict[tuple[str, ...], list] = {}
+        for unit in units:
+            missing = tuple(sm for sm in sms if (builder.kind, unit.ident, sm) not in self._asked)
+            if missing:
+                groups.setdefault(missing, []).append(unit)
+        for missing, todo in groups.items():
+            part = builder.build(todo, list(missing), self.progress)
+            whole.modules.update(part.modules)
+            whole.failures += part.failures
+            whole.skipped = sorted(set(whole.skipped) | set(part.skipped), key=self._order)
+            whole.differs += part.differs
+            self._asked.update((builder.kind, u.ident, sm) for u in todo for sm in missing)
 
     def _order(self, sm: str) -> int:
         return self.targets.index(sm) if sm in self.targets else len(self.targets)
@@ -148,7 +151,7 @@ class Builds:
         if module is None:
             raise ExportError(f"{kernel.source} does not compile for {sm or 'any target SM'}, so its exports cannot "
                               f"be read")
-        values = self._lookup(kernel)[0].exports(module, kernel)
+        values = self._exports(self._lookup(kernel)[0], module, kernel)
         return {name: values[name] for name in names}
 
     def launch_exports(self, entry_kernel, kernel, sms: list[str]) -> tuple[dict[str, dict[str, int]], list[str]]:
@@ -171,10 +174,17 @@ class Builds:
             if module is None:
                 continue
             try:
-                found[sm] = builder.exports(module, source)
+                found[sm] = self._exports(builder, module, source)
             except ExportError as error:
                 errors[sm] = f"{source.source} on {sm}: {error.message}"
         return found, errors
+
+    def _exports(self, builder: Builder, module: Module, kernel) -> dict[str, int]:
+        """A kernel's exported constants in a module, read once per module (its key is its content)."""
+        asked = (module.key, tuple(sorted(kernel.exports.items())))
+        if asked not in self._read:
+            self._read[asked] = builder.exports(module, kernel)
+        return self._read[asked]
 
     def kernel(self, kernel, sms: list[str], entry_kernel=None) -> KernelBuild:
         """What a job carries of a kernel (an entry's; a control's standing in for `entry_kernel`): its module on

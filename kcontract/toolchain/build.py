@@ -67,13 +67,19 @@ class Differs:
 
 @dataclass(frozen=True)
 class Batch:
-    """One unit's compiles for the SMs asked, finished: what a progress line or bar shows (the first, of no unit and
-    none done, says how many compiles the build makes)."""
+    """Where a build stands after a compile finished: a unit's batch (its compiles for the SMs asked) is done when
+    `sms` reaches `of`; the first report, of no unit and none done, says how many compiles the build makes."""
 
     shown: str  # the unit's source (with its patch)
-    sms: int  # its compiles in this batch
+    sms: int  # its compiles finished
+    of: int  # its compiles in this build
     done: int  # compiles finished so far in this build
     total: int  # compiles this build makes
+
+    @property
+    def whole(self) -> bool:
+        """The unit's batch is done."""
+        return self.of > 0 and self.sms == self.of
 
 
 @dataclass
@@ -130,8 +136,9 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
           recompile: bool = False, ptx: bool = False) -> Build:
     """Compile every unit for every SM the toolchain builds for (cache first; `recompile`: compile every one afresh
     and note where the cache held other bytes; `ptx`: keep each compile's PTX beside its cubin, PTX_FILE); `base` is
-    the contract's directory; `progress` hears each unit's compiles once they finished. The toolchain is this environment's (`locate.find_toolchain`) unless one is
-    given; its id is part of every cache key, so cubins of one toolchain never pass for another's."""
+    the contract's directory; `progress` hears of every compile as it finishes. The toolchain is this environment's
+    (`locate.find_toolchain`) unless one is given; its id is part of every cache key, so cubins of one toolchain
+    never pass for another's. kcontract.builds is its one caller."""
     tool = toolchain or find_toolchain()
     result = Build(tool, skipped=[sm for sm in sms if not tool.builds(sm)])
     todo: list[tuple] = []
@@ -173,17 +180,17 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
 
 def _compile(result: Build, cache: CompileCache, todo: list[tuple], pending: dict, jobs: int,
              progress: Callable[[Batch], None] | None) -> None:
-    """Run the compiles, the costliest first, keeping each as it finishes; `progress` hears each unit done."""
+    """Run the compiles, the costliest first, keeping each as it finishes; `progress` hears of each."""
     per_unit = Counter(unit.ident for waiting in pending.values() for unit, _, _, _ in waiting)
-    left = dict(per_unit)
+    finished: Counter = Counter()
     if progress is not None and todo:
-        progress(Batch("", 0, 0, len(todo)))
+        progress(Batch("", 0, 0, 0, len(todo)))
     for done, (key, outcome) in enumerate(_run(sorted(todo, key=_cost, reverse=True), jobs), 1):
         for unit, sm, facts, hit in pending[key]:
             _keep(result, cache, key, unit, sm, facts, hit, outcome)
-            left[unit.ident] -= 1
-            if progress is not None and not left[unit.ident]:
-                progress(Batch(unit.shown, per_unit[unit.ident], done, len(todo)))
+            finished[unit.ident] += 1
+            if progress is not None:
+                progress(Batch(unit.shown, finished[unit.ident], per_unit[unit.ident], done, len(todo)))
 
 
 def _keep(result: Build, cache: CompileCache, key: str, unit: Unit, sm: str, facts: dict, hit, outcome) -> None:
