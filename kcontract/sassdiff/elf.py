@@ -119,14 +119,15 @@ def _reached(found: list[Section], mangled: str) -> list[str]:
     return reached
 
 
-def function_digest(cubin: bytes, mangled: str) -> str | None:
+def digest_of(parsed: tuple[list[Section], list[tuple]], mangled: str) -> str | None:
     """sha256 over the sections named `*.<name>` of the function and of every function it calls in a section of its
-    own, the symbols in them, and every symbol name of the cubin.
+    own, the symbols in them, and every symbol name of the cubin (`parsed`: its sections and symbols as `sections`
+    read them).
 
     Names count because a loaded module is addressed by them (kernels and __device__/__constant__ globals); two
     functions with equal digests are the same machine code in equally named modules. None if the function is absent.
     """
-    found, symbols = sections(cubin)
+    found, symbols = parsed
     if not any(s.name == TEXT + mangled for s in found):
         return None
     names = _reached(found, mangled)
