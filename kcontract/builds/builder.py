@@ -47,5 +47,11 @@ class Builder(Protocol):
     def inputs_sha256(self, kernel) -> str:
         """The digest of what a kernel's launch record depends on (its source, headers and options)."""
 
+    def cached(self, module: Module) -> Module | None:
+        """Where it recompiles: the module its trusted cache holds under a recompiled module's key, or None."""
+
+    def adopt(self, module: Module) -> None:
+        """Where it recompiles: a recompiled module into the trusted cache, in place of what it held."""
+
     def rebased(self, base: Path) -> Builder:
         """The same builder for a contract folder elsewhere (another revision's), sharing the cache."""

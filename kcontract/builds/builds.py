@@ -18,7 +18,7 @@ from kcontract.builds.cuda import CudaBuilder
 from kcontract.cachedir import cache_root
 from kcontract.contract.patches import PatchError
 from kcontract.errors import KContractError
-from kcontract.toolchain.build import Batch, Build, Differs, Module
+from kcontract.toolchain.build import Batch, Build, Module
 from kcontract.toolchain.cache import CompileCache
 from kcontract.toolchain.exports import ExportError
 
@@ -30,8 +30,8 @@ class Builds:
                  progress: Callable[[Batch], None] | None = None, recompile: bool = False,
                  builders: list[Builder] | None = None):
         """`uses`: the kernel uses to build (a contract's: `Builds.of`); `base`: the contract's folder; `root`: the
-        compile cache; `recompile`: compile every module afresh and note where the cache held other bytes;
-        `builders`: one per kernel kind (default: CUDA's, in `root`)."""
+        compile cache; `recompile`: compile every module afresh, apart from the cache (`recompiled` pairs each with
+        the cache's); `builders`: one per kernel kind (default: CUDA's, in `root`)."""
         self.base, self.targets, self.progress = Path(base).resolve(), list(targets), progress
         self.recompile = recompile
         self.builders = builders if builders is not None else default_builders(root, self.base, jobs, recompile)
@@ -72,10 +72,14 @@ class Builds:
         """The compile cache, where derived text (SASS) lives beside each module."""
         return self.cuda.cache
 
-    @property
-    def differs(self) -> list[Differs]:
-        """Modules recompiled whose bytes are not the cache's (only with `recompile`)."""
-        return [d for built in self._built.values() for d in built.differs]
+    def recompiled(self) -> list[tuple[Module, Module | None]]:
+        """With `recompile`: each module compiled so far, with the module the cache held under its key (or None)."""
+        return [(module, builder.cached(module)) for builder in self.builders
+                for module in self._built.get(builder.kind, Build()).modules.values()]
+
+    def adopt(self, module: Module) -> None:
+        """A recompiled module into the cache, in place of the one it held under the same key."""
+        self._lookup(module.unit)[0].adopt(module)
 
     def _builder(self, kind: str) -> Builder:
         return next(b for b in self.builders if b.kind == kind)
@@ -119,7 +123,6 @@ class Builds:
             whole.modules.update(part.modules)
             whole.failures += part.failures
             whole.skipped = sorted(set(whole.skipped) | set(part.skipped), key=self._order)
-            whole.differs += part.differs
             self._asked.update((builder.kind, u.ident, sm) for u in todo for sm in missing)
 
     def _order(self, sm: str) -> int:
@@ -225,7 +228,7 @@ class Builds:
         """The same kernels built from another revision's files: `base` is the contract's folder in its tree
         (sources, headers and patches are read there), the cache and toolchain shared."""
         base = Path(base).resolve()
-        other = Builds([], base, self.targets, self.cache.root, progress=self.progress,
+        other = Builds([], base, self.targets, self.cache.root, progress=self.progress, recompile=self.recompile,
                        builders=[b.rebased(base) for b in self.builders])
         for (kind, ident), (builder, unit) in self._units.items():
             moved = dataclasses.replace(unit, source=_moved(unit.source, self.base, base),
@@ -255,4 +258,3 @@ def _narrow(whole: Build, units: list, sms: list[str], into: Build) -> None:
             into.compiled += not module.cached
     into.failures += [f for f in whole.failures if f.unit.ident in idents and f.sm in sms]
     into.skipped = sorted(set(into.skipped) | {sm for sm in whole.skipped if sm in sms}, key=sms.index)
-    into.differs += [d for d in whole.differs if d.unit.ident in idents and d.sm in sms]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import weakref
 from pathlib import Path
 from typing import Callable
 
@@ -21,7 +24,14 @@ class CudaBuilder:
 
     def __init__(self, cache: CompileCache, base: Path, jobs: int | None = None, recompile: bool = False,
                  toolchain: Toolchain | None = None):
-        self.cache, self.base, self.jobs, self.recompile = cache, Path(base).resolve(), jobs, recompile
+        """`recompile`: build every module afresh in a cache of its own (`cache`; `trusted` is the one given, whose
+        modules `cached` finds for comparing), removed when the builder goes."""
+        self.base, self.jobs, self.recompile, self.trusted = Path(base).resolve(), jobs, recompile, cache
+        self.cache = cache
+        if recompile:
+            scratch = tempfile.mkdtemp(prefix="kcontract-recompiled-")
+            weakref.finalize(self, shutil.rmtree, scratch, True)
+            self.cache = CompileCache(Path(scratch))
         self._toolchain = toolchain
 
     @property
@@ -76,5 +86,17 @@ class CudaBuilder:
             return None, {}, built.failures[0].log if built.failures else f"{self.toolchain.id} cannot build {sm}"
         return self.cache.text(module.key, PTX_FILE) or "", module.lowered, ""
 
+    def cached(self, module: Module) -> Module | None:
+        """The trusted cache's module under a recompiled module's key, or None where it holds none."""
+        hit = self.trusted.get(module.key)
+        return None if hit is None else Module(module.unit, module.sm, module.key, hit.cubin_path, hit.lowered,
+                                               hit.log, True, module.toolchain)
+
+    def adopt(self, module: Module) -> None:
+        """A recompiled module into the trusted cache, in place of what it held under the key."""
+        self.trusted.adopt(module.key, self.cache)
+
     def rebased(self, base: Path) -> CudaBuilder:
-        return CudaBuilder(self.cache, base, self.jobs, self.recompile, self._toolchain)
+        rebased = CudaBuilder(self.trusted, base, self.jobs, False, self._toolchain)
+        rebased.cache, rebased.recompile = self.cache, self.recompile
+        return rebased

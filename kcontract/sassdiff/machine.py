@@ -61,8 +61,10 @@ def normalised(module: Module, expression: str, cache: CompileCache) -> list[str
     return kernel_code(disassembled(module, cache), module.lowered[expression])
 
 
-def same_machine_code(a: Module, b: Module, expressions, cache: CompileCache) -> list[str]:
+def same_machine_code(a: Module, b: Module, expressions, cache: CompileCache,
+                      cache_b: CompileCache | None = None) -> list[str]:
     """The expressions whose machine code differs between the two modules (empty: all the same); a function
-    whose bytes differ is disassembled (nvdisasm) and compared as normalised SASS."""
+    whose bytes differ is disassembled (nvdisasm) and compared as normalised SASS (`cache_b`: where `b`'s SASS is
+    kept, when not in `cache`)."""
     return [e for e in expressions
-            if not same_bytes(a, b, e) and normalised(a, e, cache) != normalised(b, e, cache)]
+            if not same_bytes(a, b, e) and normalised(a, e, cache) != normalised(b, e, cache_b or cache)]

@@ -12,6 +12,7 @@ from kcontract.errors import EnvironmentProblem
 from kcontract.receipts.check import ReceiptReport, check_receipts
 from kcontract.records.gate5 import Gate5Report, check_records
 from kcontract.report.gate5_text import compile_failures, control_lines, finding_lines, gate5_lines, gate5_summary
+from kcontract.sassdiff.recompiled import Recompiled, judge_recompiled
 from kcontract.sassdiff.unchanged import unchanged_patches
 from kcontract.session.preflight import check_machine
 from kcontract.cachedir import cache_root
@@ -47,7 +48,7 @@ class _Found:
     records: Gate5Report | None = None
     receipts: ReceiptReport | None = None
     toolchain: object = None
-    recompiled: bool = False  # every module compiled afresh and compared with the cache (--recompile)
+    recompiled: Recompiled | None = None  # every module compiled afresh, against the cache (--recompile)
 
 
 def check_contract(session, strict_records: bool, strict_receipts: bool, say: Callable[[str], None]) -> Checked:
@@ -62,7 +63,7 @@ def check_contract(session, strict_records: bool, strict_receipts: bool, say: Ca
     checked.problems += _unregistered(session, found)
     found.built = _compile(session, found) if ready.toolchain is not None else None
     if found.built:
-        checked.problems += compile_failures(found.built.failures) + _differs(found.built)
+        checked.problems += compile_failures(found.built.failures) + _recompiled(session, found)
         _refuse_unchanged(loaded, session.builds, say)
         found.records = check_records(loaded, builds=session.builds, strict=strict_records)
         checked.problems += gate5_lines(found.records)
@@ -92,15 +93,16 @@ def _unregistered(session, found: _Found) -> list[str]:
 
 def _compile(session, found: _Found):
     """Every unit the contract uses, for every target SM."""
-    found.units, found.recompiled = len(session.builds.units), session.builds.recompile
+    found.units = len(session.builds.units)
     return session.builds.build()
 
 
-def _differs(built) -> list[str]:
-    """`--recompile`: a line per module whose fresh compile is not what the cache held under its key."""
-    return [f"{d.unit.shown} on {d.sm}: recompiled, its {d.what} differ from the cached module's (key {d.key[:12]}, "
-            f"now replaced): a build that is not reproducible, or a cache written by something else"
-            for d in built.differs]
+def _recompiled(session, found: _Found) -> list[str]:
+    """`--recompile`: each module compiled afresh against the cache's; a line per module unlike it."""
+    if not session.builds.recompile:
+        return []
+    found.recompiled = judge_recompiled(session.builds)
+    return found.recompiled.unlike
 
 
 def _refuse_unchanged(loaded, builds, say: Callable[[str], None]) -> None:
@@ -132,7 +134,7 @@ def _compiled_text(loaded, found: _Found) -> str:
         return "no CUDA kernel"
     sms = [sm for sm in loaded.targets if sm not in built.skipped]
     failed = len({(f.unit.ident, f.sm) for f in built.failures})
-    again = f", {built.compiled} recompiled, {len(built.differs)} unlike the cache" if found.recompiled else ""
+    again = f"; {found.recompiled.text()}" if found.recompiled else ""
     return (f"{_compiles(found)} compiles ({found.units} sources x {len(sms)} SMs, {built.cached} cached{again}), "
             f"{failed} failed; gate 5: {gate5_summary(report)}; gate-5 controls: "
             f"{sum(c.red for c in report.controls)} red as planted, {len(report.missed_controls)} missed; "

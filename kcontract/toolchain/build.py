@@ -56,16 +56,6 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class Differs:
-    """A compile whose fresh result is not the cached one under the same key (`--recompile`)."""
-
-    unit: Unit
-    sm: str
-    key: str
-    what: str  # "cubin bytes", "lowered names"
-
-
-@dataclass(frozen=True)
 class Batch:
     """Where a build stands after a compile finished: a unit's batch (its compiles for the SMs asked) is done when
     `sms` reaches `of`; the first report, of no unit and none done, says how many compiles the build makes."""
@@ -92,7 +82,6 @@ class Build:
     skipped: list[str] = field(default_factory=list)  # target SMs this toolchain's NVRTC cannot build for
     compiled: int = 0
     cached: int = 0
-    differs: list[Differs] = field(default_factory=list)  # recompiled, and not what the cache held
 
     def module(self, unit: Unit, sm: str) -> Module | None:
         """The module of `unit` for `sm`, or None where it failed."""
@@ -133,16 +122,15 @@ def nvrtc_options(options: tuple[str, ...], base: Path) -> tuple[str, ...]:
 
 def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jobs: int | None = None,
           toolchain: Toolchain | None = None, progress: Callable[[Batch], None] | None = None,
-          recompile: bool = False, ptx: bool = False) -> Build:
-    """Compile every unit for every SM the toolchain builds for (cache first; `recompile`: compile every one afresh
-    and note where the cache held other bytes; `ptx`: keep each compile's PTX beside its cubin, PTX_FILE); `base` is
-    the contract's directory; `progress` hears of every compile as it finishes. The toolchain is this environment's
+          ptx: bool = False) -> Build:
+    """Compile every unit for every SM the toolchain builds for (cache first; `ptx`: keep each compile's PTX beside
+    its cubin, PTX_FILE); `base` is the contract's directory; `progress` hears of every compile as it finishes. The toolchain is this environment's
     (`locate.find_toolchain`) unless one is given; its id is part of every cache key, so cubins of one toolchain
     never pass for another's. kcontract.builds is its one caller."""
     tool = toolchain or find_toolchain()
     result = Build(tool, skipped=[sm for sm in sms if not tool.builds(sm)])
     todo: list[tuple] = []
-    pending: dict[str, list[tuple[Unit, str, dict, object]]] = {}  # key -> the (unit, SM)s waiting on its compile
+    pending: dict[str, list[tuple[Unit, str, dict]]] = {}  # key -> the (unit, SM)s waiting on its compile
     for unit in units:
         try:
             source, headers, include = read_inputs(unit.source, unit.options, base, unit.patch)
@@ -158,7 +146,7 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
             key = compile_key(toolchain=tool.id, label=unit.label, source=source, headers=headers,
                               names=unit.expressions, sm=sm, options=unit.options, exports=unit.exports)
             hit = cache.get(key)
-            if hit is not None and not recompile and not (ptx and cache.text(key, PTX_FILE) is None):
+            if hit is not None and not (ptx and cache.text(key, PTX_FILE) is None):
                 result.modules[(unit.ident, sm)] = Module(unit, sm, key, hit.cubin_path, hit.lowered, hit.log, True,
                                                           tool.id)
                 result.cached += 1
@@ -173,7 +161,7 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
                 todo.append((key, str(tool.nvrtc.path), source, str(unit.source.resolve()),
                              unit.expressions + unit.exports, sm,
                              nvrtc_options(unit.options, base), (*include, str(tool.headers.path)), ptx))
-            pending.setdefault(key, []).append((unit, sm, facts, hit))
+            pending.setdefault(key, []).append((unit, sm, facts))
     _compile(result, cache, todo, pending, jobs or default_jobs(), progress)
     return result
 
@@ -181,28 +169,23 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
 def _compile(result: Build, cache: CompileCache, todo: list[tuple], pending: dict, jobs: int,
              progress: Callable[[Batch], None] | None) -> None:
     """Run the compiles, the costliest first, keeping each as it finishes; `progress` hears of each."""
-    per_unit = Counter(unit.ident for waiting in pending.values() for unit, _, _, _ in waiting)
+    per_unit = Counter(unit.ident for waiting in pending.values() for unit, _, _ in waiting)
     finished: Counter = Counter()
     if progress is not None and todo:
         progress(Batch("", 0, 0, 0, len(todo)))
     for done, (key, outcome) in enumerate(_run(sorted(todo, key=_cost, reverse=True), jobs), 1):
-        for unit, sm, facts, hit in pending[key]:
-            _keep(result, cache, key, unit, sm, facts, hit, outcome)
+        for unit, sm, facts in pending[key]:
+            _keep(result, cache, key, unit, sm, facts, outcome)
             finished[unit.ident] += 1
             if progress is not None:
                 progress(Batch(unit.shown, finished[unit.ident], per_unit[unit.ident], done, len(todo)))
 
 
-def _keep(result: Build, cache: CompileCache, key: str, unit: Unit, sm: str, facts: dict, hit, outcome) -> None:
-    """One finished compile into the cache and the build (a recompile compared with what the cache held)."""
+def _keep(result: Build, cache: CompileCache, key: str, unit: Unit, sm: str, facts: dict, outcome) -> None:
+    """One finished compile into the cache and the build."""
     if not isinstance(outcome, Compiled):
         result.failures.append(Failure(unit, sm, outcome.log))
         return
-    if hit is not None:
-        if Path(hit.cubin_path).read_bytes() != outcome.cubin:
-            result.differs.append(Differs(unit, sm, key, "cubin bytes"))
-        elif hit.lowered != outcome.lowered:
-            result.differs.append(Differs(unit, sm, key, "lowered names"))
     stored = cache.put(key, outcome.cubin, outcome.lowered, outcome.log, facts)
     if outcome.ptx:
         cache.put_text(key, PTX_FILE, outcome.ptx)

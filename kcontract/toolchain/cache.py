@@ -83,6 +83,17 @@ class CompileCache:
         write_atomic(where / "meta.json", json.dumps(meta, indent=1, sort_keys=True).encode())
         return CachedModule(key, where / "module.cubin", lowered, log)
 
+    def adopt(self, key: str, other: CompileCache) -> None:
+        """Take `other`'s compile under `key` in place of this cache's, and drop the text derived from the old one."""
+        where = self._dir(key)
+        if where.is_dir():
+            for derived in where.iterdir():
+                if derived.name not in ("module.cubin", "meta.json"):
+                    derived.unlink()
+        where.mkdir(parents=True, exist_ok=True)
+        write_atomic(where / "module.cubin", (other._dir(key) / "module.cubin").read_bytes())
+        write_atomic(where / "meta.json", (other._dir(key) / "meta.json").read_bytes())
+
     def text(self, key: str, name: str) -> str | None:
         """Derived text stored beside a compile (e.g. `sass.txt`), or None."""
         try:
