@@ -34,9 +34,19 @@ def unchanged_patches(loaded, builds, sass: bool = True) -> list[ContractError]:
         if held:
             pairs.append((control, held))
     with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), len(pairs) or 1))) as pool:
-        kept = list(pool.map(lambda item: not _changes(item[0].kernel.cuda, item[1], builds, sass), pairs))
+        kept = dict(pool.map(lambda item: (item[0].name, not _changes(item[0].kernel.cuda, item[1], builds, sass)),
+                             _by_turns(pairs)))
     return [_refusal(loaded, control, sorted(held, key=loaded.targets.index), sass)
-            for (control, held), same in zip(pairs, kept) if same]
+            for control, held in pairs if kept[control.name]]
+
+
+def _by_turns(pairs: list) -> list:
+    """The controls one source at a time in turn, so that workers do not wait on one source's disassembly."""
+    by_source: dict[str, list] = {}
+    for pair in pairs:
+        by_source.setdefault(pair[0].kernel.cuda.source, []).append(pair)
+    queues = list(by_source.values())
+    return [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
 
 
 def _changes(cuda, held: dict, builds, sass: bool) -> bool:
