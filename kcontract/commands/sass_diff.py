@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
+from kcontract.cachedir import cache_root
 from kcontract.commands.common import contract_option, err, out, user_errors
 from kcontract.errors import UsageError
 from kcontract.exitcodes import ExitCode
 from kcontract.sassdiff.diff import sass_diff
 from kcontract.sassdiff.revision import repo_root
-from kcontract.cachedir import cache_root
 from kcontract.toolchain.locate import find_toolchain
 from kcontract.toolchain.tools import find_tool
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from kcontract.builds.builds import Builds
+from kcontract.cachedir import cache_root
 from kcontract.contract.loader import load_contract
 from kcontract.contract.patches import make as make_patch
 from kcontract.contract.paths import resolve_source
@@ -24,7 +25,6 @@ from kcontract.contract.standins import source_label, standin_document, standin_
 from kcontract.coverage.instrument import instrument
 from kcontract.coverage.reach import reachable
 from kcontract.gatetable import launching
-from kcontract.cachedir import cache_root
 
 PROBE_TIMEOUT = 600.0  # seconds a gate of an instrumented kernel may take (every block and branch notes itself)
 

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import yaml
 
+from kcontract.builds.builds import Builds
+from kcontract.cachedir import cache_root
 from kcontract.contract.loader import load_contract
-from kcontract.gatetable import launching
 from kcontract.contract.patches import make as make_patch
+from kcontract.contract.paths import resolve_source
 from kcontract.contract.standins import source_label, standin_document, standin_entry
+from kcontract.gatetable import launching
 from kcontract.mutate.operators import CLASSES, Mutant, mutants
 from kcontract.sassdiff.machine import same_machine_code
-from kcontract.builds.builds import Builds
-from kcontract.contract.paths import resolve_source
-from kcontract.cachedir import cache_root
 from kcontract.toolchain.cache import CompileCache
 
 MUTANT_TIMEOUT = 90.0  # seconds a mutant's gate may take (a mutated loop bound may never end)

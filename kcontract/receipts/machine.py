@@ -2,9 +2,9 @@
 
 The row's kernel is built twice with the toolchain in use, for every target SM it builds, by the contract's
 `Builds`: from the files at the commit the row ran at (each checked against the sha256 the row recorded: its other
-revision) and from the files now. Where every
-symbol of the row has the same machine code (sassdiff/machine.py: bytes, else normalised SASS) and every
-exported constant the same value on every SM, the change did not reach what ran. This is `kcontract sass-diff`'s
+revision) and from the files now. Where every symbol of the row has the same machine code (sassdiff/machine.py:
+bytes, else normalised SASS) and every exported constant the same value on every SM, the change did not reach
+what ran. This is `kcontract sass-diff`'s
 comparison, made for one row.
 """
 

@@ -11,13 +11,13 @@ from kcontract.contract.loaded import LoadedContract
 from kcontract.family.cases import family_cases, main_cases
 from kcontract.machine import free_gpu_memory, physical_memory, size_text, usable_cores
 from kcontract.records.gate5 import orphan_records
-from kcontract.verdict.audit import disagreements, unchecked, without_outcome
-from kcontract.verdict.summary import Summary, summarise
-from kcontract.verdict.outcome import OUT_OF_MEMORY, Outcome, Progress, Task, merge_outcomes
 from kcontract.runner.budget import WORKER_DEVICE_FLOOR, device_budget
 from kcontract.runner.job import jobs_for
 from kcontract.runner.plan import device_bytes
 from kcontract.runner.pool import in_process, run_in_workers
+from kcontract.verdict.audit import disagreements, unchecked, without_outcome
+from kcontract.verdict.outcome import OUT_OF_MEMORY, Outcome, Progress, Task, merge_outcomes
+from kcontract.verdict.summary import Summary, summarise
 
 
 @dataclass

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sys
 
+from kcontract.builds.builds import Builds
 from kcontract.contract.loader import load_contract
 from kcontract.gatetable import Suite
 from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
 from kcontract.refcache import ReferenceCache, reference_root
-from kcontract.builds.builds import Builds
 
 
 def main(argv: list[str]) -> int:

@@ -8,12 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcontract.sms import sm_number
+from kcontract.builds.builds import Builds
 from kcontract.sassdiff.kernels import contract_kernels
 from kcontract.sassdiff.machine import disassembled, same_bytes
 from kcontract.sassdiff.normalise import kernel_code
 from kcontract.sassdiff.revision import checkout
-from kcontract.builds.builds import Builds
+from kcontract.sms import sm_number
 from kcontract.toolchain.build import Build, Module, default_jobs
 from kcontract.toolchain.cache import CompileCache
 from kcontract.toolchain.locate import find_toolchain

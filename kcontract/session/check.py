@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from kcontract.cachedir import cache_root
 from kcontract.cachesize import keep_under_cap
 from kcontract.errors import EnvironmentProblem
 from kcontract.receipts.check import ReceiptReport, check_receipts
@@ -15,7 +16,6 @@ from kcontract.report.gate5_text import compile_failures, control_lines, finding
 from kcontract.sassdiff.recompiled import Recompiled, judge_recompiled
 from kcontract.sassdiff.unchanged import unchanged_patches
 from kcontract.session.preflight import check_machine
-from kcontract.cachedir import cache_root
 from kcontract.toolchain.globals import unregistered
 from kcontract.verdict.summary import plural
 

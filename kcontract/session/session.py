@@ -8,9 +8,12 @@ import time
 from dataclasses import dataclass, field
 
 from kcontract.builds.builds import Builds
+from kcontract.cachedir import cache_root
 from kcontract.cachesize import keep_under_cap
 from kcontract.contract.loader import load_contract
+from kcontract.errors import UsageError
 from kcontract.gatetable import launching
+from kcontract.machine import usable_cores
 from kcontract.receipts.check import needs_gpu
 from kcontract.receipts.durations import gate_seconds, newest_whole_receipt
 from kcontract.receipts.form import read_json
@@ -18,15 +21,12 @@ from kcontract.receipts.stale import plan_stale
 from kcontract.receipts.write import run_receipt
 from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
-from kcontract.errors import UsageError
 from kcontract.runner.plan import plan_tasks
 from kcontract.runner.prebuild import prebuild
 from kcontract.runner.session import auto_jobs, run_contract
 from kcontract.runner.shard import shard_tasks
-from kcontract.machine import usable_cores
 from kcontract.session.options import RunOptions
 from kcontract.session.preflight import Ready, check_machine
-from kcontract.cachedir import cache_root
 from kcontract.verdict.outcome import Task
 
 
