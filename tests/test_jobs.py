@@ -13,6 +13,7 @@ from kcontract.builds import builds as builds_module
 from kcontract.builds.builds import Builds
 from kcontract.contract import loader
 from kcontract.contract.loader import load_contract
+from kcontract.errors import EnvironmentProblem
 from kcontract.gatetable import records_gate
 from kcontract.launch import launcher_for
 from kcontract.runner.execute import execute
@@ -128,3 +129,30 @@ def test_a_records_job_enters_no_module_that_compiles_or_reads_a_cubin():
     assert outcomes[0].status == "ran" and outcomes[0].gates[records_gate().number].checked > 0, outcomes[0].detail
     assert "records/gate5.py" in entered
     assert not [m for m in entered if m.startswith(("toolchain/", "builds/builds", "builds/cuda"))], entered
+
+
+def test_the_cuda_launcher_loads_the_jobs_cubin_with_its_names_and_launch_exports(monkeypatch):
+    """The launcher takes what the job carries for this GPU's target: the cubin, its symbols' lowered names, the
+    shared memory its launch reads from the exports (opted in above 48 KiB), and names the toolchain that built it."""
+    import hashlib
+
+    from kcontract.launch.cuda import CudaLauncher
+
+    toolchain()
+    fake_cupy.install(monkeypatch, loads=True)
+    loaded = load_contract(str(ROOT / "contract.yaml"))
+    entry = loaded.entry("decode_d512_g16")
+    build = Builds.of(loaded).kernel(entry.kernel.cuda, ["sm_90a"])
+    launcher = CudaLauncher(loaded, entry, entry.kernel, build)
+    module = build.on("sm_90a")
+    assert launcher.module.path == module.path and launcher.sm == "sm_90a"
+    assert {role: f.name for role, f in launcher.functions.items()} == {
+        role: module.lowered[expression] for role, expression in entry.kernel.cuda.symbols.items()}
+    assert launcher.smem["partials"] == build.exports["sm_90a"]["partials_smem"] > 48 * 1024
+    assert launcher.functions["partials"].max_dynamic_shared_size_bytes == launcher.smem["partials"]
+    assert launcher.provenance() == {"source": entry.kernel.cuda.source, "sm": "sm_90a", "toolchain": build.toolchain,
+                                     "cached": module.cached,
+                                     "cubin_sha256": hashlib.sha256(Path(module.path).read_bytes()).hexdigest()}
+    elsewhere = Builds.of(loaded).kernel(entry.kernel.cuda, ["sm_80"])
+    with pytest.raises(EnvironmentProblem, match=r"its task was built for sm_80, not for this GPU \(sm_90a\)"):
+        CudaLauncher(loaded, entry, entry.kernel, elsewhere)
