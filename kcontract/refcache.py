@@ -22,11 +22,11 @@ from typing import Any, Callable
 import numpy as np
 
 from kcontract.atomicfile import atomic_writer
+from kcontract.cachedir import cache_root
 from kcontract.cachesize import touch
 from kcontract.identity import digest, family_digest
 from kcontract.problem import Assembled, Checked, Problem, Reference
 from kcontract.profiling import note_cache
-from kcontract.toolchain.cache import cache_root
 
 MAGIC = b"kcontract-cache-2\n"
 NUMERICS = Path(__file__).resolve().parent / "numerics"

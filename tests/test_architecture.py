@@ -34,7 +34,33 @@ def test_the_layers_hold_and_the_core_imports_no_family():
                            "raise SystemExit(lint_imports(config_filename='pyproject.toml', no_cache=True))"],
                           cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "3 kept, 0 broken" in done.stdout
+    assert "4 kept, 0 broken" in done.stdout
+
+
+COMPILERS = {"kcontract.toolchain.build": {"build"}, "kcontract.toolchain.nvrtc": {"compile_cubin", "compile_job",
+                                                                                "load", "Nvrtc"}}
+BUILDERS = (PACKAGE / "builds", PACKAGE / "toolchain")  # Builds and its builders, and the toolchain they drive
+
+
+def test_only_builds_compiles_and_opens_the_compile_cache():
+    """Kernels compile in one place: no module outside kcontract/builds (and the toolchain it drives) imports the
+    compile step or NVRTC, or opens a compile cache of its own; sass-diff builds each revision as a Builds, and a
+    worker gets what it launches in its job (launch/ imports no toolchain module: import-linter's contract)."""
+    found = []
+    for path in core_files():
+        if any(folder in path.parents for folder in BUILDERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in COMPILERS:
+                found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}"
+                          for a in node.names if a.name in COMPILERS[node.module]]
+            elif isinstance(node, ast.Import):
+                found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {a.name}" for a in node.names
+                          if a.name in COMPILERS]
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == \
+                    "CompileCache":
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} opens a CompileCache")
+    assert not found, "ask kcontract.builds.builds.Builds instead:\n" + "\n".join(found)
 
 
 def test_no_modules_import_one_another_in_a_circle():

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import io
+import json
+import pickle
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +16,7 @@ from click.testing import CliRunner
 
 from kcontract.cli import cli
 from kcontract.machine import usable_cores
+from kcontract.sassdiff.elf import same_but_process_ids
 from tests.helpers.large import many_entries, measured
 from tests.helpers.receipts import gpu_receipt, write_receipt
 from kcontract.toolchain import locate
@@ -53,7 +59,7 @@ def project(tmp_path) -> Path:
 def test_the_repository_contract_passes(repository_checked, monkeypatch):
     """In the test run's cache, warm from its one check of the repository (by default `kcontract check` caches beside
     the contract; the tests write nothing inside the checkout)."""
-    from kcontract.toolchain.cache import default_root
+    from kcontract.cachedir import default_root
 
     monkeypatch.delenv("KCONTRACT_CACHE")
     assert default_root(str(ROOT / "contract.yaml")) == ROOT / ".kcontract-cache"
@@ -230,3 +236,93 @@ def test_two_thousand_entries_check_list_and_run_one_each_in_two_seconds_and_300
         done = measured(*args, "--contract", "large.yaml", cwd=tmp_path, env=env)
         assert done.code == 0, done.output[-2000:]
         assert done.cpu < 2 and done.peak_mb < 300, f"{args[0]}: {done.cpu:.1f} s CPU, {done.peak_mb:.0f} MB"
+
+
+def _cached_cubin(cache: Path, label: str, sm: str) -> Path:
+    """The cubin the compile cache holds for `label` on `sm`."""
+    for meta in cache.glob("*/*/meta.json"):
+        facts = json.loads(meta.read_text())["facts"]
+        if facts["label"] == label and facts["sm"] == sm:
+            return meta.parent / "module.cubin"
+    raise AssertionError(f"no cached module of {label} for {sm} in {cache}")
+
+
+def test_a_cold_check_says_each_batch_of_compiles_on_stderr(project, tmp_path, monkeypatch):
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cold"))
+    done = check(project)
+    assert done.exit_code == 0, done.output
+    assert "compile: 3 modules to compile" in done.stderr
+    assert re.search(r"compile: kernels/tiny\.cu for 3 SMs \(3 of 3 compiles, \d+ s\)", done.stderr), done.stderr
+    assert "compile:" not in check(project).stderr  # warm: nothing to compile, nothing said
+
+
+def test_recompile_compiles_every_module_afresh_and_finds_the_cache_as_it_was(project):
+    done = CliRunner().invoke(cli, ["check", "--contract", str(project), "--recompile"])
+    assert done.exit_code == 0, done.output
+    assert re.search(r"3 compiles \(1 sources x 3 SMs, 0 cached; 3 recompiled: (\d) bit-identical, (\d) the same but "
+                     r"for internal symbols' process ids, 0 the same machine code, 0 new to the cache, 0 unlike the "
+                     r"cache\), 0 failed", done.output), done.output
+
+
+def test_recompile_names_a_cached_cubin_that_its_key_does_not_compile_to(project, tmp_path, monkeypatch):
+    """What the cache holds is trusted by its key; --recompile proves it, and names a module it cannot."""
+    source = project.parent / "kernels" / "tiny.cu"
+    original = source.read_text()
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "other"))
+    source.write_text(original.replace("v * a;", "v * a * 2.0f;"))
+    check(project)  # another kernel's modules, in a cache of their own
+    other = _cached_cubin(tmp_path / "other", "kernels/tiny.cu", "sm_90").read_bytes()
+    source.write_text(original)
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    assert check(project).exit_code == 0
+    cubin = _cached_cubin(tmp_path / "cache", "kernels/tiny.cu", "sm_90")
+    fresh = cubin.read_bytes()
+    cubin.write_bytes(other)  # another kernel's machine code under this key
+    assert check(project).exit_code == 0  # trusted by its key: not compiled again
+    done = CliRunner().invoke(cli, ["check", "--contract", str(project), "--recompile"])
+    assert done.exit_code == 1
+    assert "FAIL kernels/tiny.cu on sm_90: recompiled, it is not what the cache held under its key" in done.output
+    assert "its machine code differs; the fresh module replaced it" in done.output
+    assert "0 new to the cache, 1 unlike the cache" in done.output
+    assert not same_but_process_ids(other, fresh) and same_but_process_ids(cubin.read_bytes(), fresh)  # put back
+
+
+def test_two_compiles_of_one_source_differ_only_in_the_process_id_nvrtc_names_internal_symbols_with():
+    """What --recompile allows beside bit-identity: two processes compiling the same inputs give cubins whose
+    sections and symbols agree byte for byte but for digits in internal symbols' names."""
+    tool = find_toolchain()
+    source = ROOT / "kernels" / "window_decode.cu"
+    job = ("key", str(tool.nvrtc.path), source.read_bytes(), str(source), ("window_decode_merge<128, 4>",),
+           "sm_80", (), (str(source.parent), str(tool.headers.path)))
+    cubins = [subprocess.run([sys.executable, "-m", "tests.helpers.compile_once"], input=pickle.dumps(job),
+                             capture_output=True, check=True, cwd=ROOT).stdout for _ in range(2)]
+    assert cubins[0] != cubins[1] and same_but_process_ids(*cubins)
+
+
+def test_compile_progress_is_a_line_per_batch_and_heartbeat_when_piped_and_a_bar_in_a_terminal(monkeypatch):
+    from rich.console import Console
+
+    from kcontract.commands import compiling
+    from kcontract.toolchain.build import Batch
+
+    batches = [Batch("", 0, 0, 0, 3), Batch("a.cu", 1, 2, 1, 3), Batch("a.cu", 2, 2, 2, 3), Batch("b.cu", 1, 1, 3, 3)]
+    piped, shown = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(compiling, "HEARTBEAT", 1e9)  # a line per batch only
+    lines = compiling.CompileProgress(Console(file=piped, force_terminal=False, width=200))
+    for batch in batches:
+        lines(batch)
+    assert [re.sub(r", \d+ s\)", ")", line) for line in piped.getvalue().splitlines()] == [
+        "compile: 3 modules to compile", "compile: a.cu for 2 SMs (2 of 3 compiles)",
+        "compile: b.cu for 1 SMs (3 of 3 compiles)"]
+    monkeypatch.setattr(compiling, "HEARTBEAT", 0.0)  # and one whenever the heartbeat is due
+    beating = io.StringIO()
+    heart = compiling.CompileProgress(Console(file=beating, force_terminal=False, width=200))
+    for batch in batches[:2]:
+        heart(batch)
+    assert "compile: a.cu 1 of 2 SMs so far (1 of 3 compiles" in beating.getvalue()
+    bar = compiling.CompileProgress(Console(file=shown, force_terminal=True, width=200))
+    for batch in batches[:3]:
+        bar(batch)
+    assert bar.bar is not None and bar.bar.tasks[0].completed == 2 and bar.bar.tasks[0].total == 3
+    bar(batches[3])
+    assert bar.bar is None and "compile:" not in shown.getvalue()

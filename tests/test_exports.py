@@ -238,22 +238,17 @@ def test_a_stand_in_is_launched_with_its_entrys_exports_and_a_kernel_of_its_own_
     """The stale-record control's patch shrinks the V ring (3 stages for 4): launched as its entry is, it still gets
     the production layout's bytes, so a layout mutant meets the kernel's exact-size trap; the control that gives its
     own launch keeps it."""
+    from kcontract.builds.builds import Builds
     from kcontract.contract.loader import load_contract
-    from kcontract.toolchain.built_exports import launch_exports
     from kcontract.toolchain.exports import kernel_exports
 
     toolchain()
     loaded = load_contract(str(CONTRACT), import_kernels=False)
     entry = loaded.entry("decode_d512_g16")
     stale = loaded.control("decode_stale_record").kernel.cuda
-    found, errors = launch_exports(loaded, entry.kernel.cuda, stale, ["sm_90a"])
+    builds = Builds.of(loaded, jobs=1)
+    found, errors = builds.launch_exports(entry.kernel.cuda, stale, ["sm_90a"])
     assert not errors and found["sm_90a"]["partials_smem"] == 99328
-    from kcontract.toolchain.build import build
-    from kcontract.toolchain.cache import CompileCache, cache_root
-    from kcontract.toolchain.units import unit_of
-
-    unit = unit_of(loaded, stale)
-    own = build([unit], ["sm_90a"], CompileCache(cache_root(loaded.path)), CONTRACT.parent, jobs=1)
-    assert kernel_exports(own.module(unit, "sm_90a"), stale)["partials_smem"] == 99328 - 512 * 16 * 2
+    assert kernel_exports(builds.module(stale, "sm_90a"), stale)["partials_smem"] == 99328 - 512 * 16 * 2
     over = loaded.control("decode_smem_over_limit").kernel.cuda
-    assert launch_exports(loaded, entry.kernel.cuda, over, ["sm_90a"]) == ({}, [])  # 110,000 bytes, its own
+    assert builds.launch_exports(entry.kernel.cuda, over, ["sm_90a"]) == ({}, [])  # 110,000 bytes, its own

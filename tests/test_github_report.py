@@ -14,6 +14,7 @@ import click
 import pytest
 import yaml
 
+from kcontract.builds.builds import Builds
 from kcontract.contract.loader import load_contract
 from kcontract.contract.model import KnownFinding
 from kcontract.gates.base import GateResult
@@ -41,7 +42,7 @@ def run():
         loaded = load_contract(CPU)
         ok, red = (execute(job) for job in jobs_for(loaded, [
             Task("entry", ENTRY, ENTRY, CPU, [1], loaded.seed, "linear_3000", cache=False),
-            Task("control", CONTROL, ENTRY, CPU, [1], loaded.seed, "linear_3000", cache=False)]))
+            Task("control", CONTROL, ENTRY, CPU, [1], loaded.seed, "linear_3000", cache=False)], Builds.of(loaded)))
     finally:
         os.chdir(old)
     assert ok.status == red.status == "ran" and ok.gates[1].passed and not red.gates[1].passed

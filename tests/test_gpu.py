@@ -83,9 +83,10 @@ REFERENCE_BUDGET = 100_000_000  # case bytes per family whose references numpy c
 def test_gpu_and_numpy_references_agree_on_every_family():
     """Both are rigorous: their ranges overlap everywhere, centers agree to float64 noise, decisions match."""
     from kcontract.contract.loader import load_contract
-    from kcontract.toolchain.built_exports import family_exports
+    from kcontract.builds.builds import Builds
 
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
+    builds = Builds.of(loaded)
     families = {}
     for entry in loaded.entries:
         families.setdefault(entry.family.name, []).append(entry)
@@ -96,7 +97,7 @@ def test_gpu_and_numpy_references_agree_on_every_family():
                   if i == 0 or sum(size[x.name] for x in entries[:i + 1]) <= REFERENCE_BUDGET]
         for entry in picked:
             family = entry.family
-            family.exports = family_exports(loaded, entry.kernel.cuda, family)
+            family.exports = builds.family_exports(entry.kernel.cuda, family)
             for suite in (Suite.REALISTIC, Suite.STRESS):
                 for case in family.cases(suite)[-1:]:
                     checked = family.checks(suite, case)[0]

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kcontract.builds.builds import Builds
 from kcontract.contract.loader import load_contract
 from kcontract.errors import ContractError, UsageError
 from kcontract.families.matmul.family import bits, exact_rows, order_rows, stress_rows
@@ -16,7 +17,6 @@ from kcontract.gatetable import Suite
 from kcontract.launch.tensormap import problems
 from kcontract.numerics import from_bits
 from kcontract.problem import TensorMap
-from kcontract.toolchain.built_exports import family_exports
 from tests.helpers.toolchain import toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ def loaded():
 def family_of(loaded, name: str):
     entry = loaded.entry(name)
     family = entry.fresh_family(loaded.model.seed)
-    family.exports = family_exports(loaded, entry.kernel.cuda, family)
+    family.exports = Builds.of(loaded).family_exports(entry.kernel.cuda, family)
     return family
 
 
@@ -46,10 +46,8 @@ def stages_of(tile_m: int, tile_n: int) -> int:
 def test_the_kernel_exports_its_tiles_and_shared_memory_per_sm(loaded):
     """Each tile symbol exports its tile on every SM; the launch's bytes (its stages of a's and b's rows of 128 bytes,
     1 KiB of alignment, two mbarriers a stage) only where wgmma runs, else 0."""
-    from kcontract.toolchain.built_exports import launch_exports
-
     entry = loaded.entry("matmul_qkv_k4096_n6144")
-    found, errors = launch_exports(loaded, entry.kernel.cuda, entry.kernel.cuda, list(loaded.targets))
+    found, errors = Builds.of(loaded).launch_exports(entry.kernel.cuda, entry.kernel.cuda, list(loaded.targets))
     assert not errors
     for sm, values in found.items():
         assert (values["tile_k"], values["multiple"], values["threads"]) == (64, 8, 384)

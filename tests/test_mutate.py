@@ -258,7 +258,7 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
     seen: list[list[str]] = []
 
     # the first mutant's gate finishes, red at gate 1; then a SIGTERM
-    def cut(loaded, tasks, jobs, on_progress, on_done, gpu=False):
+    def cut(loaded, tasks, jobs, on_progress, on_done, gpu=False, **built):
         if all(t.kind == "entry" for t in tasks):  # the unmutated entry first: green
             return [_Outcome(t.name) for t in tasks]
         seen.append([t.name for t in tasks])
@@ -302,7 +302,7 @@ def test_the_first_gate_runs_for_every_mutant_and_the_others_only_for_those_it_l
     assert len(waiting) >= 2
     stages: list[list[str]] = []
 
-    def run(loaded, tasks, jobs, on_progress, on_done, gpu=False):
+    def run(loaded, tasks, jobs, on_progress, on_done, gpu=False, **built):
         stages.append([t.name for t in tasks])
         outcomes = [_Outcome(t.name, red=t.kind == "control" and not t.name.startswith(f"{green}_g"))
                     for t in tasks]
@@ -330,7 +330,7 @@ def test_a_survivor_red_on_a_retrial_of_the_smallest_case_is_killed(tmp_path, mo
     assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
     here = tmp_path / "cache" / "mutants" / "rmsnorm_h4096"
 
-    def run(loaded, tasks, jobs, on_progress, on_done, gpu=False):  # green everywhere but on the retrials
+    def run(loaded, tasks, jobs, on_progress, on_done, gpu=False, **built):  # green everywhere but on the retrials
         outcomes = [_Outcome(t.name, red=t.contract_path.endswith("retrials.yaml")) for t in tasks]
         for outcome in outcomes:
             on_done(outcome)
@@ -385,7 +385,7 @@ def test_a_campaign_whose_unmutated_entry_is_red_judges_no_mutant(tmp_path, monk
     assert CliRunner().invoke(cli, args + ["--prepare-only"]).exit_code == 0
     ran: list[str] = []
 
-    def run(loaded, tasks, jobs, on_progress, on_done, gpu=False):  # the entry itself red at gate 2
+    def run(loaded, tasks, jobs, on_progress, on_done, gpu=False, **built):  # the entry itself red at gate 2
         ran.extend(t.kind for t in tasks)
         return [_Outcome(t.name, red=t.gates == [2]) for t in tasks]
 

@@ -279,14 +279,14 @@ def test_loaded_function_matches_its_record_on_a_gpu(tmp_path, monkeypatch):
 @pytest.fixture
 def other_toolchain(monkeypatch):
     """This environment's NVRTC under another version, one that cannot build sm_121: a toolchain with no records."""
+    import kcontract.builds.cuda
     import kcontract.session.preflight
-    import kcontract.toolchain.build
     from dataclasses import replace
 
     real = find_toolchain()
     other = replace(real, nvrtc=replace(real.nvrtc, version=real.nvrtc.version + ".1"),
                     sms=tuple(s for s in real.sms if s != 121))
-    for module in (kcontract.toolchain.build, kcontract.session.preflight):
+    for module in (kcontract.builds.cuda, kcontract.session.preflight):
         monkeypatch.setattr(module, "find_toolchain", lambda: other)
     monkeypatch.setenv("KCONTRACT_IN_PROCESS", "1")
     return other

@@ -124,14 +124,14 @@ def test_a_declaring_entry_gets_replayed_ranges_for_its_output_and_partials():
     from pathlib import Path
 
     from kcontract.contract.loader import load_contract
-    from kcontract.toolchain.built_exports import family_exports
+    from kcontract.builds.builds import Builds
 
     loaded = load_contract(str(Path(__file__).resolve().parent.parent / "contract.yaml"), import_kernels=False)
     entry = loaded.entry("decode_d128_g4_sliding")
     assert entry.family.spec.arithmetic.sum_order == "split_lanes"
     with pytest.raises(ValueError, match="its kernel must export them"):
         entry.family.checks(Suite.REALISTIC, entry.family.cases(Suite.REALISTIC)[0])[0].compute_reference()
-    entry.family.exports = family_exports(loaded, entry.kernel.cuda, entry.family)
+    entry.family.exports = Builds.of(loaded).family_exports(entry.kernel.cuda, entry.family)
     assert entry.family.exports == split_counts(128, 4)
     checked = entry.family.checks(Suite.REALISTIC, entry.family.cases(Suite.REALISTIC)[0])[0]
     expected = {e.output: e for e in checked.compute_reference().expected}

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from kcontract.cli import cli
 from kcontract.sassdiff.diff import CHANGED, SAME_BYTES, SAME_SASS, sass_diff
 from kcontract.sassdiff.normalise import kernel_code, normalise, split_functions
-from kcontract.toolchain.cache import CompileCache, default_root
+from kcontract.cachedir import default_root
+from kcontract.toolchain.cache import CompileCache
 
 CONTRACT = """version: 1
 seed: 1
@@ -124,8 +125,7 @@ def edit(repo: Path, old: str, new: str) -> None:
 
 
 def verdicts(repo: Path, base: str = "HEAD", head: str | None = None):
-    cache = CompileCache(default_root(repo / "contract.yaml"))
-    result = sass_diff(repo, "contract.yaml", base, head, None, cache, jobs=2)
+    result = sass_diff(repo, "contract.yaml", base, head, None, default_root(repo / "contract.yaml"), jobs=2)
     return result, {(r.expression, r.sm): r.verdict for r in result.results}
 
 

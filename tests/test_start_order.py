@@ -9,6 +9,7 @@ from pathlib import Path
 from kcontract.contract.loader import load_contract
 from kcontract.receipts.durations import gate_seconds
 from kcontract.runner.plan import start_order
+from kcontract.builds.builds import Builds
 from kcontract.runner.prebuild import prebuild
 from kcontract.verdict.outcome import Task
 from kcontract.receipts.receipt import Receipt
@@ -60,7 +61,8 @@ def test_the_parent_compiles_every_sm_only_where_a_task_checks_records(tmp_path,
     loaded = load_contract(str(path))
     records = Task("entry", "tiny", "tiny", str(path), [5], 5)
     planted = Task("control", "stale_record", "tiny", str(path), [1], 5)
-    line = prebuild(loaded, [records, planted], "sm_90")
+    line = prebuild(loaded, Builds.of(loaded), [records, planted], "sm_90")
     targets = len(loaded.targets)
     assert line.startswith(f"compile: {targets + 1} cubins (2 sources on up to {targets} SMs), 0 cached"), line
-    assert prebuild(loaded, [planted], "sm_90").startswith("compile: 1 cubins (1 sources on up to 1 SMs), 1 cached")
+    again = prebuild(loaded, Builds.of(loaded), [planted], "sm_90")  # another session: the cache holds it
+    assert again.startswith("compile: 1 cubins (1 sources on up to 1 SMs), 1 cached")

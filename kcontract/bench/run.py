@@ -7,7 +7,7 @@ from typing import Callable
 from kcontract.bench.call import materialise
 from kcontract.bench.ceiling import mma_ceiling, read_ceiling
 from kcontract.bench.timing import Timer
-from kcontract.toolchain.built_exports import family_exports
+from kcontract.builds.builds import Builds
 
 MAX_COPIES = 32  # buffer sets a graph rotates through, so that small calls read DRAM, not L2
 
@@ -18,7 +18,7 @@ def bench_entries(loaded, entries, sizes: dict[str, tuple[int, ...]], repeat: in
     overrides each family's `bench_sizes` by name."""
     import cupy
 
-    from kcontract.launch.cuda import CudaLauncher
+    from kcontract.launch.cuda import CudaLauncher, device_sm, target_for
 
     timer = Timer(cupy)
     ceiling = read_ceiling(cupy, timer) | mma_ceiling(cupy, timer)
@@ -27,9 +27,10 @@ def bench_entries(loaded, entries, sizes: dict[str, tuple[int, ...]], repeat: in
     l2 = cupy.cuda.Device().attributes["L2CacheSize"]
     done: set[tuple] = set()
     out = []
+    builds, sm = Builds.of(loaded), target_for(device_sm(cupy), list(loaded.targets))
     for entry in entries:
-        launcher = CudaLauncher(loaded, entry, entry.kernel)
-        entry.family.exports = family_exports(loaded, entry.kernel.cuda, entry.family)
+        launcher = CudaLauncher(loaded, entry, entry.kernel, builds.kernel(entry.kernel.cuda, [sm]))
+        entry.family.exports = builds.family_exports(entry.kernel.cuda, entry.family)
         wanted = {**type(entry.family).bench_sizes, **{k: v for k, v in sizes.items()
                                                        if k in type(entry.family).bench_sizes}}
         for call in entry.family.bench_calls(wanted):

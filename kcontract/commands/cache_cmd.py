@@ -6,10 +6,10 @@ import time
 
 import click
 
+from kcontract.cachedir import cache_root
 from kcontract.cachesize import CAP_ENV, cap, items, parse_size, prune
 from kcontract.commands.common import contract_option, err, out, user_errors
 from kcontract.machine import size_text
-from kcontract.toolchain.cache import cache_root
 
 
 @click.group("cache", short_help="The compile and reference cache: size, prune.")

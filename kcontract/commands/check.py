@@ -7,6 +7,7 @@ import sys
 import click
 
 from kcontract.commands.common import Jobs, contract_option, err, out, strict_records_option, user_errors
+from kcontract.commands.compiling import CompileProgress
 from kcontract.exitcodes import ExitCode
 from kcontract.machine import usable_cores
 from kcontract.session.check import check_contract
@@ -19,12 +20,15 @@ from kcontract.session.session import Session
 @strict_records_option
 @click.option("--strict", "strict_receipts", is_flag=True,
               help="Receipt rows judged by an earlier kcontract (its core or their family changed) fail too.")
+@click.option("--recompile", is_flag=True,
+              help="Compile every kernel afresh, ignoring the cache, and fail where a cached cubin differs.")
 @user_errors
-def check_command(contract_path: str, jobs: int | str | None, strict_records: bool, strict_receipts: bool) -> None:
+def check_command(contract_path: str, jobs: int | str | None, strict_records: bool, strict_receipts: bool,
+                  recompile: bool) -> None:
     """Validate the contract, find unregistered kernels, compile for every SM, run gate 5, check receipts."""
     jobs = usable_cores() if jobs == "auto" else jobs
-    checked = check_contract(Session(contract_path), jobs, strict_records, strict_receipts,
-                             lambda line: err.print(line, markup=False))
+    session = Session(contract_path, compile_jobs=jobs, progress=CompileProgress(err), recompile=recompile)
+    checked = check_contract(session, strict_records, strict_receipts, lambda line: err.print(line, markup=False))
     for line in checked.problems:
         out.print(f"FAIL {line}", markup=False)
     for line in checked.lines:

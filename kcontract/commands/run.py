@@ -7,6 +7,7 @@ import sys
 import click
 
 from kcontract.commands.common import Count, Jobs, contract_option, err, out, strict_records_option, user_errors
+from kcontract.commands.compiling import CompileProgress
 from kcontract.commands.run_report import report_run
 from kcontract.commands.sanitize_mode import sanitize_run
 from kcontract.gatetable import NUMBERS
@@ -47,7 +48,7 @@ from kcontract.session.session import Session
 def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
                 shard_text, receipt_path, stale, recheck, no_cache, profile, sanitize, strict_records, verbose) -> None:
     """Run the contract: each entry's gates, each control at its gate, and print the SUMMARY line."""
-    session = Session(contract_path)
+    session = Session(contract_path, progress=CompileProgress(err))
     selection = Selection(tuple(only), tuple(control_names), gate, case, seed, no_controls, strict_records)
     if sanitize:
         sanitize_run(session, selection, jobs, json_path, refused=bool(receipt_path or junit_path or shard_text))

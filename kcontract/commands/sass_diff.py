@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
+from kcontract.cachedir import cache_root
 from kcontract.commands.common import contract_option, err, out, user_errors
 from kcontract.errors import UsageError
 from kcontract.exitcodes import ExitCode
 from kcontract.sassdiff.diff import sass_diff
 from kcontract.sassdiff.revision import repo_root
-from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.locate import find_toolchain
 from kcontract.toolchain.tools import find_tool
 
@@ -47,7 +47,7 @@ def sass_diff_command(contract_path: str, base: str, head: str | None, sms: tupl
     err.print(f"toolchain: {find_toolchain().describe()}", markup=False)
     tool = find_tool("nvdisasm")
     err.print(f"nvdisasm: {tool.version} ({tool.origin})", markup=False)
-    result = sass_diff(Path(root), rel, base, head, chosen, CompileCache(cache_root(contract)), jobs)
+    result = sass_diff(Path(root), rel, base, head, chosen, cache_root(contract), jobs)
     for block in result.changed_blocks():
         out.print(block, markup=False)
     for line in result.failures:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from kcontract.builds.builds import Builds
+from kcontract.cachedir import cache_root
 from kcontract.contract.loader import load_contract
 from kcontract.contract.patches import make as make_patch
 from kcontract.contract.paths import resolve_source
@@ -23,8 +25,6 @@ from kcontract.contract.standins import source_label, standin_document, standin_
 from kcontract.coverage.instrument import instrument
 from kcontract.coverage.reach import reachable
 from kcontract.gatetable import launching
-from kcontract.toolchain.cache import cache_root
-from kcontract.toolchain.units import unit_of
 
 PROBE_TIMEOUT = 600.0  # seconds a gate of an instrumented kernel may take (every block and branch notes itself)
 
@@ -95,12 +95,12 @@ def prepare(loaded, names: list[str], sm: str) -> Campaign:
                                                    {n: text[n - 1].strip() for n in probes.lines})
     contract = write_contract(loaded, names, here, patches, sm)
     standins = load_contract(str(contract), import_kernels=False)
+    builds = Builds.of(standins)
     for name in names:
         control = standins.control(standin_name(name, _first_gate(loaded.entry(name))))
         expressions = loaded.entry(name).launched(control.kernel.cuda.symbols)
-        unit = unit_of(standins, control.kernel.cuda)
         campaign.entries[name] = EntryProbes(name, loaded.entry(name).kernel.cuda.source,
-                                             sorted(reachable(unit, expressions, sm, contract.parent)))
+                                             sorted(reachable(builds, control.kernel.cuda, expressions, sm)))
     save(campaign, here)
     return campaign
 

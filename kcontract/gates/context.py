@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Callable
 
+from kcontract.builds.artifact import KernelBuild
 from kcontract.contract.loaded import LoadedContract, LoadedEntry
 from kcontract.contract.model import KernelRef
 from kcontract.family.base import Family
@@ -32,6 +33,7 @@ class GateContext:
     progress: Callable[[int, str], None] = lambda gate, case: None  # called after each case of a gate
     references: ReferenceCache = field(default_factory=lambda: ReferenceCache(None, enabled=False))
     strict_records: bool = False  # gate 5's toolchain findings fail
+    build: KernelBuild | None = None  # the kernel as built for the SMs the task needs (a CUDA kernel's)
     _launcher: Launcher | None = field(default=None, repr=False)
 
     @property

@@ -7,14 +7,19 @@ problems not in records/baseline.json.
 
 from __future__ import annotations
 
+from kcontract.errors import KContractError
 from kcontract.gates.base import GateResult, Offender
 from kcontract.gates.context import GateContext
 from kcontract.records.gate5 import judge_kernel
 from kcontract.records.records import UPDATE_HINT
 
 def run(number: int, ctx: GateContext) -> GateResult:
-    """Compile the kernel for every target SM and compare it with the entry's record and the SM limits."""
-    verdict = judge_kernel(ctx.loaded, ctx.entry, ctx.kernel, strict=ctx.strict_records)
+    """Compare the kernel as built for every target SM (its job's build) with the entry's record and the SM
+    limits."""
+    if ctx.build is None:
+        raise KContractError(f"{ctx.kernel.label}: gate {number} compares a CUDA kernel's build, and this task "
+                             f"carries none")
+    verdict = judge_kernel(ctx.loaded, ctx.entry, ctx.kernel, ctx.build, strict=ctx.strict_records)
     result = GateResult(gate=number, passed=verdict.passed, checked=len(verdict.rows))
     strict = verdict.findings if ctx.strict_records else []
     result.failures = (len(verdict.stale) + len(verdict.new_problems) + len(verdict.errors) + len(verdict.notes)

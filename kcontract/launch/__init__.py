@@ -9,8 +9,9 @@ from kcontract.errors import EnvironmentProblem
 from kcontract.launch.base import Launcher
 
 
-def launcher_for(kernel: KernelRef, loaded=None, entry=None) -> Launcher:
-    """The launcher for a kernel reference (CUDA kernels need the contract and entry for their cubins)."""
+def launcher_for(kernel: KernelRef, loaded=None, entry=None, build=None) -> Launcher:
+    """The launcher for a kernel reference (a CUDA kernel needs the contract, its entry and its build, the
+    kcontract.builds.artifact.KernelBuild its job carries)."""
     if kernel.python is not None and not kernel.device:
         from kcontract.launch.python import PythonLauncher
 
@@ -18,7 +19,7 @@ def launcher_for(kernel: KernelRef, loaded=None, entry=None) -> Launcher:
     cuda_ready([kernel.label])
     from kcontract.launch.cuda import CudaLauncher, DeviceLauncher
 
-    return DeviceLauncher(kernel.python) if kernel.python is not None else CudaLauncher(loaded, entry, kernel)
+    return DeviceLauncher(kernel.python) if kernel.python is not None else CudaLauncher(loaded, entry, kernel, build)
 
 
 @functools.cache

@@ -1,9 +1,9 @@
 """The CUDA launcher: the exact cubins of the compile cache, loaded with CuPy, launched as the problem says.
 
-The bytes that run are the bytes gate 5 and sass-diff describe: the cubin is looked up in the content-addressed
-cache for this device's SM, compiled by this environment's toolchain under its own cache key, which
-`provenance()` reports. Every output is poisoned before every launch; a fault of the GPU context ends the
-worker so the next task starts clean.
+The bytes that run are the bytes gate 5 and sass-diff describe: the job's build (kcontract.builds.artifact) names
+the cubin `Builds` found or compiled for this device's SM, its symbols' lowered names and the exports its launch
+reads, and the toolchain that built it, which `provenance()` reports; nothing here compiles. Every output is
+poisoned before every launch; a fault of the GPU context ends the worker so the next task starts clean.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kcontract.builds.artifact import KernelBuild, ModuleBuild
 from kcontract.errors import EnvironmentProblem
 from kcontract.launch.base import KernelFailure
 from kcontract.machine import out_of_memory
@@ -25,10 +26,6 @@ from kcontract.records.records import records_root
 from kcontract.records.shapes import launch_shapes
 from kcontract.records.toolchains import has_own_records
 from kcontract.usercode import UserCodeExit, user_code
-from kcontract.toolchain.build import build
-from kcontract.toolchain.cache import CompileCache, cache_root
-from kcontract.toolchain.built_exports import launch_exports
-from kcontract.toolchain.units import unit_of
 
 OPT_IN = 48 * 1024  # dynamic shared memory above this needs the function's opt-in attribute
 STICKY = ("illegal", "misaligned", "launch failed", "exception", "trap", "hardware", "unspecified launch")
@@ -53,37 +50,33 @@ def poisoned(cupy, spec):
     return cupy.full(spec.shape, cupy.nan, dtype=cupy.float32)
 
 
+def load_cubin(cupy, module: ModuleBuild, symbols: dict[str, str], label: str):
+    """A module's cubin loaded with CuPy, and its function per role (`symbols`: role -> name expression); a driver
+    that refuses it is an environment problem."""
+    try:
+        loaded = cupy.RawModule(path=module.path)
+        return loaded, {role: loaded.get_function(module.lowered[expr]) for role, expr in symbols.items()}
+    except cupy.cuda.driver.CUDADriverError as error:
+        raise EnvironmentProblem(f"{label}: the {module.sm} cubin does not load on this GPU ({error}); check the "
+                                 f"driver against the toolchain") from None
+
+
 class CudaLauncher:
     """Loads an entry's (or control's) CUDA kernel for this GPU and runs problems through its launch steps."""
 
-    def __init__(self, loaded, entry, kernel):
+    def __init__(self, loaded, entry, kernel, build: KernelBuild | None):
         import cupy
 
         self.cp = cupy
         self.label = kernel.cuda.source
         self.sm = target_for(device_sm(cupy), list(loaded.targets))
-        base = Path(loaded.path).resolve().parent
-        units = [unit_of(loaded, kernel.cuda)]
-        built = build(units, [self.sm], CompileCache(cache_root(loaded.path)), base, jobs=1)
-        if built.skipped:
-            raise EnvironmentProblem(f"nvrtc {built.toolchain.nvrtc.version} ({built.toolchain.nvrtc.origin}) cannot "
-                                     f"build for this GPU ({self.sm}): install a newer NVRTC")
-        self.toolchain = built.toolchain
-        if built.failures:
-            failure = built.failures[0]
-            raise EnvironmentProblem(f"{failure.unit.label} does not compile for this GPU ({self.sm}): "
-                                     f"{failure.log.strip()[:2000]}")
-        self.module_info = built.module(units[0], self.sm)
+        self.build = build
+        self.module_info = self._module()
         self.symbols = tuple(sorted(kernel.cuda.symbols.items()))  # role and instance, such as matmul<256, 2, 1>
-        try:
-            self.module = cupy.RawModule(path=str(self.module_info.cubin_path))
-            self.functions = {role: self.module.get_function(self.module_info.lowered[expr])
-                              for role, expr in kernel.cuda.symbols.items()}
-        except cupy.cuda.driver.CUDADriverError as error:
-            raise EnvironmentProblem(f"{self.label}: the {self.sm} cubin does not load on this GPU ({error}); "
-                                     f"check the driver against the toolchain") from None
-        exports, errors = launch_exports(loaded, entry.kernel.cuda, kernel.cuda, [self.sm], built)
-        shapes, more = launch_shapes(entry.family, sorted(kernel.cuda.symbols), entry.name, kernel.cuda.launch, exports)
+        self.module, self.functions = load_cubin(cupy, self.module_info, kernel.cuda.symbols, self.label)
+        exports, errors = build.only(self.sm)
+        shapes, more = launch_shapes(entry.family, sorted(kernel.cuda.symbols), entry.name, kernel.cuda.launch,
+                                     exports)
         errors += more
         if errors:
             raise EnvironmentProblem("; ".join(errors))
@@ -95,12 +88,27 @@ class CudaLauncher:
         self.streams = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True))
         self.maps: dict[tuple, object] = {}  # encoded tensor maps by buffer address, shape and map
 
+    def _module(self) -> ModuleBuild:
+        """The job's module for this GPU's SM, or the environment problem that kept it from being built."""
+        build, sm = self.build, self.sm
+        if build is None:
+            raise EnvironmentProblem(f"{self.label}: its task carries no build; run it through `kcontract run`")
+        if sm in build.skipped:
+            raise EnvironmentProblem(f"{build.compiler} cannot build for this GPU ({sm}): install a newer NVRTC")
+        if sm in build.failures:
+            raise EnvironmentProblem(f"{self.label} does not compile for this GPU ({sm}): "
+                                     f"{build.failures[sm].strip()[:2000]}")
+        if build.on(sm) is None:
+            raise EnvironmentProblem(f"{self.label}: its task was built for {', '.join(build.modules) or 'no SM'}, "
+                                     f"not for this GPU ({sm}): run it where it was planned")
+        return build.on(sm)
+
     def provenance(self) -> dict:
         """Which cubin ran: source, SM, the toolchain that built it and the cubin's sha256; for a kernel with
         coverage probes (`kcontract coverage`), the probes its launches ran."""
         info = self.module_info
-        found = {"source": self.label, "sm": self.sm, "toolchain": info.toolchain, "cached": info.cached,
-                 "cubin_sha256": hashlib.sha256(Path(info.cubin_path).read_bytes()).hexdigest()}
+        found = {"source": self.label, "sm": self.sm, "toolchain": self.build.toolchain, "cached": info.cached,
+                 "cubin_sha256": hashlib.sha256(Path(info.path).read_bytes()).hexdigest()}
         probes = self.probes_run()
         return found | ({"coverage": probes} if probes is not None else {})
 
@@ -132,8 +140,8 @@ class CudaLauncher:
         """Where the loaded functions' attributes differ from the committed record for this SM and toolchain (none
         to compare where the toolchain has no records: gate 5 reports that as its finding)."""
         found = []
-        root, tool = records_root(loaded), self.module_info.toolchain
-        if not has_own_records(root, self.toolchain):
+        root, tool = records_root(loaded), self.build.toolchain
+        if not has_own_records(root, tool):
             return found
         for role, function in self.functions.items():
             row = record_row(root, tool, entry_name, role, self.sm)

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import yaml
 
+from kcontract.builds.builds import Builds
+from kcontract.cachedir import cache_root
 from kcontract.contract.loader import load_contract
-from kcontract.gatetable import launching
 from kcontract.contract.patches import make as make_patch
+from kcontract.contract.paths import resolve_source
 from kcontract.contract.standins import source_label, standin_document, standin_entry
+from kcontract.gatetable import launching
 from kcontract.mutate.operators import CLASSES, Mutant, mutants
 from kcontract.sassdiff.machine import same_machine_code
-from kcontract.toolchain.build import build
-from kcontract.toolchain.cache import CompileCache, cache_root
-from kcontract.contract.paths import resolve_source
-from kcontract.toolchain.units import contract_uses, group_units
+from kcontract.toolchain.cache import CompileCache
 
 MUTANT_TIMEOUT = 90.0  # seconds a mutant's gate may take (a mutated loop bound may never end)
 TIMEOUT_FACTOR, TIMEOUT_FLOOR = 4.0, 20.0  # once the unmutated entry ran: this many times its gate's seconds, at least
@@ -169,10 +169,9 @@ def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | Non
     """Stillborn (does not compile), equivalent (no function's machine code changed) and elsewhere (only functions
     the entry never launches changed: another entry's instantiations, no part of this one's score) mutants."""
     loaded = load_contract(str(contract), import_kernels=False)
-    cache = CompileCache(cache_root(str(contract)))
-    units = group_units(contract_uses(loaded))
-    built = build(units, [sm], cache, contract.parent, jobs)
-    by_patch = {u.patch_label: u for u in units}
+    builds = Builds.of(loaded, jobs=jobs)
+    built, cache = builds.build(None, [sm]), builds.cache
+    by_patch = {u.patch_label: u for u in builds.units}
     original = built.module(by_patch[None], sm)
     if original is None:
         raise RuntimeError(f"{campaign.source} itself does not compile for {sm}")

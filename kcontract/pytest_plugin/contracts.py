@@ -111,7 +111,7 @@ def add_collection_args(config: pytest.Config, runs: list[ContractRun]) -> None:
 def prune_caches(runs, began: float) -> None:
     """Keep each contract's cache under its cap, sparing what this session used."""
     from kcontract.cachesize import keep_under_cap
-    from kcontract.toolchain.cache import cache_root
+    from kcontract.cachedir import cache_root
 
     for root in {cache_root(str(run.absolute)) for run in runs}:
         if os.path.isdir(root):

@@ -95,7 +95,7 @@ class TaskItem(pytest.Item):
         problem = runner.prepare(self.run, ours or [self.task])
         if problem is not None:
             raise KcontractFailure(problem)
-        outcome = runner.run(self.task, self.run.worker_path(), self.run.loaded)
+        outcome = runner.run(self.task, self.run.worker_path(), self.run.loaded, str(self.run.path))
         verbose = self.config.get_verbosity() > 0
         if self.task.kind == "entry":
             self._report(judge_entry(outcome, self.run.loaded.known_findings, self.run.arg, verbose))

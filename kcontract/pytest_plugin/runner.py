@@ -11,9 +11,11 @@ import signal
 import threading
 import time
 
+from kcontract.builds.builds import Builds
 from kcontract.errors import KContractError
 from kcontract.gatetable import launching
 from kcontract.launch import gpu_problem
+from kcontract.machine import usable_cores
 from kcontract.runner.execute import execute
 from kcontract.runner.job import jobs_for
 from kcontract.runner.pool import Pool, Workers, in_process
@@ -42,6 +44,7 @@ class TaskRunner:
         self.workers = Workers()
         self.pool = Pool(self.workers)
         self.prepared: dict[str, str | None] = {}  # contract -> None when ready, else the ERROR lines
+        self.built: dict[str, tuple[Builds, str | None]] = {}  # contract -> its Builds and the GPU's SM
 
     def prepare(self, run, tasks: list[Task]) -> str | None:
         """Check the environment the contract's selected tasks need and build their cubins, once per contract;
@@ -49,17 +52,19 @@ class TaskRunner:
         key = str(run.path)
         if key not in self.prepared:
             runnable = [t for t in tasks if gpu_skip_reason(run, t) is None]
+            builds = Builds.of(run.loaded, jobs=usable_cores())
             try:
-                ready_for(run.loaded, run.worker_path(), runnable)  # the plugin names no output: nothing to say
-                self.prepared[key] = None
+                ready, _ = ready_for(run.loaded, run.worker_path(), runnable, builds)  # no output: nothing to say
+                self.prepared[key], self.built[key] = None, (builds, ready.sm)
             except KContractError as error:
                 self.prepared[key] = "\n".join(f"ERROR: {line}" for line in error.lines())
         return self.prepared[key]
 
-    def run(self, task: Task, contract_path: str, loaded) -> Outcome:
-        """Run one task of `loaded` with the contract path workers resolve; Ctrl-C ends the worker and goes on
-        up."""
-        job = jobs_for(loaded, [dataclasses.replace(task, contract_path=contract_path)])[0]
+    def run(self, task: Task, contract_path: str, loaded, key: str | None = None) -> Outcome:
+        """Run one task of `loaded` with the contract path workers resolve (its kernel from the Builds `prepare`
+        made for the contract at `key`); Ctrl-C ends the worker and goes on up."""
+        builds, sm = self.built.get(key) or (Builds.of(loaded, jobs=usable_cores()), None)
+        job = jobs_for(loaded, [dataclasses.replace(task, contract_path=contract_path)], builds, sm)[0]
         if in_process():
             return execute(job)
         box: dict[str, object] = {}

@@ -1,9 +1,10 @@
 """Machine-code currency: a CUDA row whose files changed stays current where its machine code did not.
 
-The row's kernel is built twice with the toolchain in use, for every target SM it builds: from the files at the
-commit the row ran at (each checked against the sha256 the row recorded) and from the files now. Where every
-symbol of the row has the same machine code (sassdiff/machine.py: bytes, else normalised SASS) and every
-exported constant the same value on every SM, the change did not reach what ran. This is `kcontract sass-diff`'s
+The row's kernel is built twice with the toolchain in use, for every target SM it builds, by the contract's
+`Builds`: from the files at the commit the row ran at (each checked against the sha256 the row recorded: its other
+revision) and from the files now. Where every symbol of the row has the same machine code (sassdiff/machine.py:
+bytes, else normalised SASS) and every exported constant the same value on every SM, the change did not reach
+what ran. This is `kcontract sass-diff`'s
 comparison, made for one row.
 """
 
@@ -13,15 +14,12 @@ import contextlib
 import dataclasses
 from pathlib import Path
 
+from kcontract.builds.builds import Builds
 from kcontract.errors import KContractError
 from kcontract.identity import file_sha256
 from kcontract.sassdiff.machine import same_machine_code
 from kcontract.sassdiff.revision import checkout, repo_root
-from kcontract.toolchain.build import build
-from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.exports import ExportError, module_exports
-from kcontract.toolchain.locate import find_toolchain
-from kcontract.toolchain.units import unit_of
 
 
 @dataclasses.dataclass
@@ -35,12 +33,14 @@ class Verdict:
 class MachineCode:
     """Compares rows' kernels at their commit with the kernels now; revisions are exported once per commit."""
 
-    def __init__(self, loaded, built=None):
+    def __init__(self, loaded, built: Builds | None = None):
+        """`built`: the session's Builds of the contract (made here where the caller has none)."""
         self.loaded = loaded
         self.base = Path(loaded.path).resolve().parent
-        self.built = built  # the current build, where the caller has one
+        self.builds = built if built is not None else Builds.of(loaded)
         self._stack = contextlib.ExitStack()
         self._trees: dict[str, Path | str] = {}
+        self._revisions: dict[str, Builds] = {}  # commit -> the contract's kernels built from its files
 
     def __enter__(self) -> MachineCode:
         return self
@@ -80,26 +80,23 @@ class MachineCode:
             return Verdict(False, f"machine code not compared: {error.message}")
 
     def _compare(self, cuda, old: Path, commit: str) -> Verdict:
-        now = unit_of(self.loaded, cuda)
-        then = dataclasses.replace(now, source=old / now.source.resolve().relative_to(self.base),
-                                   patch=old / now.patch.resolve().relative_to(self.base) if now.patch else None)
-        tool = find_toolchain()
+        if commit not in self._revisions:
+            self._revisions[commit] = self.builds.other_revision(old)
+        builds, then = self.builds, self._revisions[commit]
+        tool = builds.toolchain
         sms = [sm for sm in self.loaded.targets if tool.builds(sm)]
-        cache = CompileCache(cache_root(self.loaded.path))
-        current = self.built if self.built is not None and all(self.built.module(now, sm) for sm in sms) else \
-            build([now], sms, cache, self.base, toolchain=tool)
-        earlier = build([then], sms, cache, old, toolchain=tool)
-        symbols = list(cuda.symbols.values())
+        current, earlier = builds.build([cuda], sms), then.build([cuda], sms)
+        symbols, exported = list(cuda.symbols.values()), builds.unit(cuda).exports
         for sm in sms:
-            a, b = earlier.module(then, sm), current.module(now, sm)
+            a, b = earlier.module(then.unit(cuda), sm), current.module(builds.unit(cuda), sm)
             if a is None or b is None:
                 return Verdict(False, f"machine code not compared: {cuda.source} does not compile for {sm} "
                                       f"{'now' if b is None else 'at ' + commit[:12]}")
-            changed = same_machine_code(a, b, symbols, cache)
+            changed = same_machine_code(a, b, symbols, builds.cache)
             if changed:
                 return Verdict(False, f"its machine code changed on {sm} ({changed[0]})")
             try:
-                if module_exports(a, now.exports) != module_exports(b, now.exports):
+                if module_exports(a, exported) != module_exports(b, exported):
                     return Verdict(False, f"its exported constants changed on {sm}")
             except ExportError as error:
                 return Verdict(False, f"machine code not compared: {error.message}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcontract.contract.patches import PatchError
+from kcontract.builds.artifact import KernelBuild
+from kcontract.builds.builds import Builds
 from kcontract.gatetable import records_gate
 from kcontract.sms import check_launch, limits_for, sm_number
 from kcontract.records.records import (
@@ -22,12 +23,8 @@ from kcontract.records.records import (
 from kcontract.problem import smem_on
 from kcontract.records.shapes import launch_shapes
 from kcontract.records.toolchains import STRICT_HINT, has_own_records, recorded_toolchains, toolchain_findings
-from kcontract.toolchain.build import Build, Failure, build, read_inputs
-from kcontract.toolchain.cache import CompileCache, cache_root, inputs_digest
-from kcontract.toolchain.built_exports import launch_exports
+from kcontract.toolchain.build import Build, Failure
 from kcontract.toolchain.locate import Toolchain
-from kcontract.contract.paths import resolve_source
-from kcontract.toolchain.units import Unit, contract_uses, group_units, unit_of
 
 KERNEL_FIELDS = ("symbol", "mangled", "threads", "dynamic_smem")
 RECORDS = records_gate().number  # the contract's number for the launch-records gate
@@ -117,11 +114,9 @@ class Gate5Report:
         return [c for c in self.controls if not c.red]
 
 
-def gate5_units(loaded) -> list[Unit]:
-    """The contract's compile units that hold a gate-5 entry's or a gate-5 control's kernel."""
-    wanted = {(k.source, tuple(k.options), k.patch) for k in [e.kernel.cuda for e in _entries(loaded)] +
-              [c.kernel.cuda for c in _controls(loaded)]}
-    return [u for u in group_units(contract_uses(loaded)) if u.ident in wanted]
+def gate5_kernels(loaded) -> list:
+    """The CUDA kernels of the gate-5 entries and gate-5 controls."""
+    return [e.kernel.cuda for e in _entries(loaded)] + [c.kernel.cuda for c in _controls(loaded)]
 
 
 def _entries(loaded) -> list:
@@ -159,46 +154,40 @@ class KernelVerdict:
                 and not (self.strict and self.findings))
 
 
-def judge_kernel(loaded, entry, kernel, *, root: Path | None = None, cache: CompileCache | None = None,
-                 built: Build | None = None, jobs: int | None = None, strict: bool = False) -> KernelVerdict:
-    """Compile `kernel` for every target and compare it with `entry`'s committed record and the baseline."""
-    base = Path(loaded.path).resolve().parent
+def judge_kernel(loaded, entry, kernel, build: KernelBuild, *, root: Path | None = None,
+                 strict: bool = False) -> KernelVerdict:
+    """Compare `kernel`, as built for every target (`build`), with `entry`'s committed record and the baseline."""
     root = root or records_root(loaded)
-    unit = unit_of(loaded, kernel.cuda)
-    units = {unit.ident: unit}
-    if built is None:
-        built = build(list(units.values()), loaded.targets, cache or CompileCache(cache_root(loaded.path)),
-                      base, jobs)
     verdict = KernelVerdict(entry.name, strict=strict)
-    failures = [f for f in built.failures if f.unit.ident in units]
-    verdict.errors += [f"{f.unit.shown} does not compile for {f.sm}" for f in failures]
-    report = Gate5Report(built.toolchain, loaded.targets, root, strict)
-    verdict.findings = toolchain_findings(root, built.toolchain, loaded.targets)
-    record, errors = _fresh_record(loaded, entry, kernel.cuda, report, units, built, base)
+    verdict.errors += [f"{build.shown} does not compile for {sm}" for sm in build.failures]
+    verdict.findings = toolchain_findings(root, build.toolchain, build.compiler, list(build.skipped))
+    record, errors = fresh_record(entry, kernel.cuda, build, loaded.targets)
     verdict.errors += errors
     if record is None:
         return verdict
-    verdict.rows, verdict.notes, verdict.committed = compare_committed(report, entry.name, record)
+    targets = [sm for sm in loaded.targets if sm not in build.skipped]
+    verdict.rows, verdict.notes, verdict.committed = compare_committed(root, build.toolchain, targets, entry.name,
+                                                                       record)
     verdict.problems = _problems(entry.name, record)
     known = set((read_baseline(root) or {}).get("problems", []))
     verdict.new_problems = [p for p in verdict.problems if p not in known]
     return verdict
 
 
-def compare_committed(report: Gate5Report, name: str, record: dict) -> tuple[list[Row], list[str], bool]:
-    """Rows and notes of a fresh record against the committed ones, and whether any record exists: the toolchain's
-    own, else every other toolchain's in what toolchains share (sources, symbols, launch shapes)."""
-    targets = [sm for sm in report.targets if report.toolchain.builds(sm)]
-    if has_own_records(report.root, report.toolchain):
-        path = record_path(report.root, report.toolchain.id, name)
+def compare_committed(root: Path, toolchain: str, targets: list[str], name: str,
+                      record: dict) -> tuple[list[Row], list[str], bool]:
+    """Rows and notes of a fresh record on the `targets` the toolchain (its id) builds against the committed ones,
+    and whether any record exists: the toolchain's own, else every other toolchain's in what toolchains share
+    (sources, symbols, launch shapes)."""
+    if has_own_records(root, toolchain):
+        path = record_path(root, toolchain, name)
         committed = read_json(path)
         rows, notes = compare(name, committed, record, targets, _rel(path))
         return rows, notes, committed is not None
-    others = [(t, record_path(report.root, t, name)) for t in recorded_toolchains(report.root)]
+    others = [(t, record_path(root, t, name)) for t in recorded_toolchains(root)]
     others = [(t, path, data) for t, path in others if (data := read_json(path)) is not None]
     if not others:
-        return compare(name, None, record, targets, _rel(record_path(report.root, report.toolchain.id, name)))[0], \
-            [], False
+        return compare(name, None, record, targets, _rel(record_path(root, toolchain, name)))[0], [], False
     rows, notes = [], []
     for _, path, data in others:
         found, left = compare(name, data, record, targets, _rel(path), own=False)
@@ -217,21 +206,20 @@ def _worse(rows: list[Row], found: list[Row]) -> list[Row]:
     return list(by_key.values())
 
 
-def check_records(loaded, update: bool = False, *, root: Path | None = None, cache: CompileCache | None = None,
-                  built: Build | None = None, jobs: int | None = None, strict: bool = False) -> Gate5Report:
-    """Gate 5 for a whole LoadedContract; with update, rewrite records and baseline first and list the changes."""
-    base = Path(loaded.path).resolve().parent
+def check_records(loaded, update: bool = False, *, root: Path | None = None, builds: Builds | None = None,
+                  jobs: int | None = None, strict: bool = False) -> Gate5Report:
+    """Gate 5 for a whole LoadedContract (its kernels from `builds`, the session's, else made here); with update,
+    rewrite records and baseline first and list the changes."""
+    builds = builds or Builds.of(loaded, jobs=jobs)
     entries, controls = _entries(loaded), _controls(loaded)
-    units = {u.ident: u for u in gate5_units(loaded)}
-    if built is None:
-        built = build(list(units.values()), loaded.targets, cache or CompileCache(cache_root(loaded.path)), base,
-                      jobs)
+    built = builds.build(gate5_kernels(loaded), loaded.targets)
     report = Gate5Report(built.toolchain, loaded.targets, root or records_root(loaded), strict)
     report.build = built
-    report.compile_failures = [f for f in built.failures if f.unit.ident in units]
+    report.compile_failures = list(built.failures)
     fresh: dict[str, dict] = {}
     for entry in entries:
-        record, errors = _fresh_record(loaded, entry, entry.kernel.cuda, report, units, built, base)
+        record, errors = fresh_record(entry, entry.kernel.cuda, builds.kernel(entry.kernel.cuda, loaded.targets),
+                                      loaded.targets)
         report.errors += errors
         if record is not None:
             fresh[entry.name] = record
@@ -239,10 +227,13 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, cac
         if report.errors or report.compile_failures:
             return report
         _update(loaded, report, fresh)
-    report.findings = toolchain_findings(report.root, report.toolchain, report.targets) if entries else []
+    skipped = [sm for sm in report.targets if not report.toolchain.builds(sm)]
+    report.findings = toolchain_findings(report.root, report.toolchain.id, f"nvrtc {report.toolchain.nvrtc.version}",
+                                         skipped) if entries else []
     report.notes += orphan_records(loaded, report.root)
+    targets = [sm for sm in report.targets if sm not in skipped]
     for name, record in fresh.items():
-        rows, notes, _ = compare_committed(report, name, record)
+        rows, notes, _ = compare_committed(report.root, report.toolchain.id, targets, name, record)
         report.rows += rows
         report.notes += notes
         report.problems += _problems(name, record)
@@ -250,8 +241,9 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, cac
     report.baseline = int(baseline.get("limit_problems", 0))
     report.baseline_problems = list(baseline.get("problems", []))
     for control in controls:
-        verdict = judge_kernel(loaded, loaded.entry(control.entry), control.kernel, root=report.root, built=built,
-                               strict=strict)
+        entry = loaded.entry(control.entry)
+        build = builds.kernel(control.kernel.cuda, loaded.targets, entry.kernel.cuda)
+        verdict = judge_kernel(loaded, entry, control.kernel, build, root=report.root, strict=strict)
         report.controls.append(control_verdict(control, verdict))
     return report
 
@@ -265,42 +257,35 @@ def control_verdict(control, verdict: KernelVerdict) -> ControlVerdict:
     return ControlVerdict(control.name, control.entry, stale, verdict.new_problems, note)
 
 
-def _fresh_record(loaded, entry, kernel, report: Gate5Report, units: dict, built: Build,
-                  base: Path) -> tuple[dict | None, list[str]]:
-    """The record an entry's (or a stand-in control's) kernel has now, and errors that block it."""
+def fresh_record(entry, kernel, build: KernelBuild, targets: list[str]) -> tuple[dict | None, list[str]]:
+    """The record an entry's (or a stand-in control's) kernel has as built, and errors that block it."""
     name, family = entry.name, entry.family
-    unit = units[(kernel.source, tuple(kernel.options), kernel.patch)]
-    exports, errors = launch_exports(loaded, entry.kernel.cuda, kernel, [sm for sm in report.targets if sm not in built.skipped], built)
-    shapes, more = launch_shapes(family, sorted(kernel.symbols), name, kernel.launch, exports)
+    errors = list(build.export_errors.values())
+    shapes, more = launch_shapes(family, sorted(kernel.symbols), name, kernel.launch, build.exports)
     errors += more
-    try:
-        source, headers, _ = read_inputs(resolve_source(base, kernel.source), tuple(kernel.options), base,
-                                         resolve_source(base, kernel.patch) if kernel.patch else None)
-    except OSError as error:
-        return None, errors + [f"{name}: cannot read {kernel.source}: {error.strerror}"]
-    except PatchError as error:
-        return None, errors + [f"{name}: {kernel.patch}:{error.line}: {error.message}"]
+    if build.inputs_error:
+        return None, errors + [f"{name}: {build.inputs_error}"]
     if errors:
         return None, errors
-    record = {"entry": name, "source": kernel.source, "toolchain": report.toolchain.id,
-              "inputs_sha256": inputs_digest(source, headers, tuple(kernel.options)), "kernels": {}}
+    record = {"entry": name, "source": kernel.source, "toolchain": build.toolchain,
+              "inputs_sha256": build.inputs_sha256, "kernels": {}}
     for role, expression in sorted(kernel.symbols.items()):
         shape = shapes[role]
         facts = {"symbol": expression, "mangled": None, "threads": shape.threads,
                  "dynamic_smem": shape.dynamic_smem, "sms": {}}
-        for sm in report.targets:
-            module = built.module(unit, sm)
+        for sm in targets:
+            module = build.modules.get(sm)
             if module is None:
                 continue  # its compile failure is reported once, by unit; or the toolchain skips this SM
             facts["mangled"] = module.lowered[expression]
-            resources = module.resources().get(facts["mangled"])
+            resources = module.resources.get(facts["mangled"])
             if resources is None:
                 errors.append(f"{name}/{role}: the ptxas report for {sm} has no entry function "
                               f"{facts['mangled']} (is `{expression}` a __global__ kernel?)")
                 continue
-            check = check_launch(limits_for(sm), **resources.as_dict(), threads=shape.threads,
+            check = check_launch(limits_for(sm), **resources, threads=shape.threads,
                                  dynamic_smem=shape.smem_on(sm))
-            facts["sms"][sm] = {**resources.as_dict(), "opt_in": check.opt_in, "blocks_per_sm": check.blocks_per_sm,
+            facts["sms"][sm] = {**resources, "opt_in": check.opt_in, "blocks_per_sm": check.blocks_per_sm,
                                 "problems": list(check.problems)}
         record["kernels"][role] = facts
     return (None if errors else record), errors

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from kcontract.records.records import BASELINE
-from kcontract.toolchain.locate import Toolchain
 
 ADD_HINT = "`kcontract records --update` adds them"
 STRICT_HINT = "--strict-records makes this a failure"
@@ -23,21 +22,21 @@ def recorded_toolchains(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != BASELINE and any(p.glob("*.json")))
 
 
-def has_own_records(root: Path, toolchain: Toolchain) -> bool:
-    """Whether the toolchain in use has records of its own."""
-    return toolchain.id in recorded_toolchains(root)
+def has_own_records(root: Path, toolchain: str) -> bool:
+    """Whether the toolchain in use (its id) has records of its own."""
+    return toolchain in recorded_toolchains(root)
 
 
-def toolchain_findings(root: Path, toolchain: Toolchain, targets: list[str]) -> list[str]:
-    """One line per finding: records missing for this toolchain (others have them), target SMs it cannot build."""
+def toolchain_findings(root: Path, toolchain: str, compiler: str, skipped: list[str]) -> list[str]:
+    """One line per finding: records missing for this toolchain (its id; others have them), target SMs its
+    compiler (`nvrtc 13.0.88`) cannot build (`skipped`)."""
     found = []
-    others = [t for t in recorded_toolchains(root) if t != toolchain.id]
+    others = [t for t in recorded_toolchains(root) if t != toolchain]
     if others and not has_own_records(root, toolchain):
-        found.append(f"no records for {toolchain.id} (records exist for {', '.join(others)}): {ADD_HINT}; "
+        found.append(f"no records for {toolchain} (records exist for {', '.join(others)}): {ADD_HINT}; "
                      f"until then records are compared only in sources, symbols and launch shapes")
-    skipped = [sm for sm in targets if not toolchain.builds(sm)]
     if skipped:
-        found.append(f"nvrtc {toolchain.nvrtc.version} cannot build for {', '.join(skipped)} (contract "
+        found.append(f"{compiler} cannot build for {', '.join(skipped)} (contract "
                      f"target{'s' if len(skipped) > 1 else ''}): skipped; a newer NVRTC builds "
                      f"{'them' if len(skipped) > 1 else 'it'}")
     return found

@@ -1,4 +1,5 @@
-"""Run one job in the current process: unpickle its contract, build the gate context, run its gates.
+"""Run one job in the current process: unpickle its contract, build the gate context, run its gates; the job
+carries its kernel's build, so nothing here compiles.
 
 Workers are reused across tasks, so in a worker each task starts from fresh user code: the modules imported
 from the contract's folder and project (Python kernels, families, their helpers) are dropped and imported
@@ -27,7 +28,6 @@ from kcontract.launch.base import KernelFailure
 from kcontract.machine import limit_gpu_pool, out_of_memory
 from kcontract.profiling import host_peak_bytes, measuring
 from kcontract.refcache import ReferenceCache, reference_root
-from kcontract.toolchain.built_exports import family_exports
 from kcontract.runner.job import Job
 from kcontract.usercode import ESCAPES, describe, from_user_code
 from kcontract.verdict.outcome import OUT_OF_MEMORY, Outcome, Progress
@@ -75,14 +75,14 @@ def execute(job: Job, report: Callable[[Progress], None] = lambda p: None, fresh
         entry = loaded.entry(task.entry)
         kernel = entry.kernel if task.kind == "entry" else loaded.control(task.name).kernel
         family = entry.fresh_family(task.seed)
-        family.exports = job.exports if job.exports is not None else family_exports(loaded, entry.kernel.cuda,
-                                                                                    family)
+        job.check()
+        family.exports = job.exports
         family.store = ReferenceCache(reference_root(task.contract_path), enabled=task.cache)
         ctx = GateContext(loaded, entry, family, kernel, task.seed, task.contract_path, task.case,
                           control=task.name if task.kind == "control" else None,
-                          make_launcher=lambda: launcher_for(kernel, loaded, entry),
+                          make_launcher=lambda: launcher_for(kernel, loaded, entry, job.build),
                           progress=lambda gate, case: report(Progress(task, gate, case)),
-                          references=family.store, strict_records=task.strict_records)
+                          references=family.store, strict_records=task.strict_records, build=job.build)
         trials = loaded.control(task.name).trials if task.kind == "control" else 1
         try:
             for gate in task.gates:

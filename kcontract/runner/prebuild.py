@@ -1,55 +1,48 @@
 """Every cubin a run's tasks will load or record, compiled once in the parent on every core before any task
-starts, so workers find them in the cache instead of each compiling the units they share."""
+starts, through the session's `Builds`, so the jobs carry them built and no worker compiles."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from kcontract.gatetable import records_gate
 from kcontract.launch.cuda import target_for
-from kcontract.machine import usable_cores
-from kcontract.verdict.outcome import Task
 from kcontract.sassdiff.unchanged import unchanged_patches
-from kcontract.toolchain.build import Build, build
-from kcontract.toolchain.built_exports import exports_sms
-from kcontract.toolchain.cache import CompileCache, cache_root
-from kcontract.toolchain.units import unit_of
+from kcontract.toolchain.build import Build
+from kcontract.verdict.outcome import Task
 
 RECORDS_GATE = records_gate().number  # compiles for every target SM; the other gates for the GPU's own
 
 
-def prebuild(loaded, tasks: list[Task], device_sm: str | None) -> str | None:
-    """Compile the tasks' CUDA units: for every target those of the records gate's tasks (and every unit where no
-    GPU is named), the others for the device's target and an entry's for the SM the parent reads exports from; one
-    line saying what was built, or None when nothing was. Failures are left to the tasks, which report them by
-    gate; a control's patch that changes no machine code is a ContractError."""
+def prebuild(loaded, builds, tasks: list[Task], device_sm: str | None) -> str | None:
+    """Compile the tasks' CUDA units through `builds` (kcontract.builds.builds.Builds): for every target those of
+    the records gate's tasks (and every unit where no GPU is named), the others for the device's target and an
+    entry's for the SM the parent reads exports from; one line saying what was built, or None when nothing was.
+    Failures are left to the tasks, which report them by gate; a control's patch that changes no machine code is a
+    ContractError."""
     kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
     own = None if device_sm is None else [target_for(device_sm, loaded.targets)]
-    units, needs = {}, {}
+    needs: dict[tuple, tuple[object, set[str]]] = {}
     for task in tasks:
         cuda = kernels[task.name].cuda
         if cuda is None:
             continue
-        unit = unit_of(loaded, cuda)
-        units[unit.ident] = unit
         every = own is None or RECORDS_GATE in task.gates
-        exports = exports_sms(loaded) if task.kind == "entry" else []  # a control's job takes its entry's exports
-        needs.setdefault(unit.ident, set()).update(loaded.targets if every else own + exports)
-    if not units:
+        exports = builds.exports_sms() if task.kind == "entry" else []  # a control's job takes its entry's exports
+        needs.setdefault(builds.unit(cuda).ident, (cuda, set()))[1].update(loaded.targets if every else own + exports)
+    if not needs:
         return None
     began = time.monotonic()
     groups: dict[tuple[str, ...], list] = {}
-    for ident, unit in units.items():
-        groups.setdefault(tuple(sorted(needs[ident])), []).append(unit)
-    cache, base = CompileCache(cache_root(loaded.path)), Path(loaded.path).resolve().parent
-    built = merged([build(group, list(sms), cache, base, jobs=usable_cores()) for sms, group in groups.items()])
-    unchanged = unchanged_patches(loaded, built, sass=False)
+    for cuda, sms in needs.values():
+        groups.setdefault(tuple(sm for sm in loaded.targets if sm in sms), []).append(cuda)
+    built = merged([builds.build(group, list(sms)) for sms, group in groups.items()])
+    unchanged = unchanged_patches(loaded, builds, sass=False)
     if unchanged:
         unchanged[0].others = unchanged[1:]
         raise unchanged[0]
     most = max(len(set(sms) - set(built.skipped)) for sms in groups)
-    return (f"compile: {built.compiled + built.cached} cubins ({len(units)} sources on up to {most} SMs), "
+    return (f"compile: {built.compiled + built.cached} cubins ({len(needs)} sources on up to {most} SMs), "
             f"{built.cached} cached, {len(built.failures)} failed, {time.monotonic() - began:.1f} s")
 
 

@@ -6,17 +6,18 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
+from kcontract.builds.builds import Builds
 from kcontract.contract.loaded import LoadedContract
 from kcontract.family.cases import family_cases, main_cases
 from kcontract.machine import free_gpu_memory, physical_memory, size_text, usable_cores
 from kcontract.records.gate5 import orphan_records
-from kcontract.verdict.audit import disagreements, unchecked, without_outcome
-from kcontract.verdict.summary import Summary, summarise
-from kcontract.verdict.outcome import OUT_OF_MEMORY, Outcome, Progress, Task, merge_outcomes
 from kcontract.runner.budget import WORKER_DEVICE_FLOOR, device_budget
 from kcontract.runner.job import jobs_for
 from kcontract.runner.plan import device_bytes
 from kcontract.runner.pool import in_process, run_in_workers
+from kcontract.verdict.audit import disagreements, unchecked, without_outcome
+from kcontract.verdict.outcome import OUT_OF_MEMORY, Outcome, Progress, Task, merge_outcomes
+from kcontract.verdict.summary import Summary, summarise
 
 
 @dataclass
@@ -60,10 +61,12 @@ def auto_jobs(loaded: LoadedContract, gpu: bool) -> tuple[int, str]:
 
 
 def run_tasks(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
-              on_done: Callable[[Outcome], None], gpu: bool = False, durations: dict | None = None) -> list[Outcome]:
-    """Run tasks as jobs (jobs_for) in worker processes (on a GPU within its free memory), the longest first by
-    `durations` (seconds per kind, name and gate when they last ran); in this process when KCONTRACT_IN_PROCESS=1."""
-    work = jobs_for(loaded, tasks)
+              on_done: Callable[[Outcome], None], gpu: bool = False, durations: dict | None = None,
+              builds: Builds | None = None, device_sm: str | None = None) -> list[Outcome]:
+    """Run tasks as jobs (jobs_for: their kernels from `builds`, built for the GPU of `device_sm`) in worker
+    processes (on a GPU within its free memory), the longest first by `durations` (seconds per kind, name and gate
+    when they last ran); in this process when KCONTRACT_IN_PROCESS=1."""
+    work = jobs_for(loaded, tasks, builds or Builds.of(loaded, jobs=usable_cores()), device_sm)
     if in_process():
         from kcontract.runner.execute import execute
 
@@ -105,10 +108,12 @@ def alone_after_out_of_memory(work: list, outcomes: list[Outcome | None], on_pro
 
 def run_contract(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progress: Callable[[Progress], None],
                  on_done: Callable[[Outcome], None], whole: bool, gpu: bool = False,
-                 durations: dict | None = None, empty_ok: bool = False) -> RunResult:
+                 durations: dict | None = None, empty_ok: bool = False, builds: Builds | None = None,
+                 device_sm: str | None = None) -> RunResult:
     """Run every task and summarise; a whole-contract run also fails on record files with no entry, and a run that
     did not check what its plan claims fails (verdict/audit.py; `empty_ok`: a shard may hold no task)."""
-    ran = without_outcome(tasks, run_tasks(loaded, tasks, jobs, on_progress, on_done, gpu, durations))
+    ran = without_outcome(tasks, run_tasks(loaded, tasks, jobs, on_progress, on_done, gpu, durations, builds,
+                                           device_sm))
     outcomes = merge_outcomes(ran)
     entries = [o for o in outcomes if o.task.kind == "entry"]
     controls = [o for o in outcomes if o.task.kind == "control"]

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sys
 
+from kcontract.builds.builds import Builds
 from kcontract.contract.loader import load_contract
 from kcontract.gatetable import Suite
 from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
 from kcontract.refcache import ReferenceCache, reference_root
-from kcontract.toolchain.built_exports import family_exports
 
 
 def main(argv: list[str]) -> int:
@@ -20,9 +20,10 @@ def main(argv: list[str]) -> int:
     control = loaded.control(name) if kind == "control" else None
     entry = loaded.entry(control.entry if control else name)
     family = entry.fresh_family(loaded.seed)
-    family.exports = family_exports(loaded, entry.kernel.cuda, family)
+    kernel, builds = control.kernel if control else entry.kernel, Builds.of(loaded)
+    family.exports = builds.family_exports(entry.kernel.cuda, family)
     family.store = ReferenceCache(reference_root(contract))
-    launcher = launcher_for(control.kernel if control else entry.kernel, loaded, entry)
+    launcher = launcher_for(kernel, loaded, entry, _build(builds, loaded, entry, kernel))
     try:
         for checked in family.checks(Suite.REALISTIC, case):
             launcher.run(checked.problem)
@@ -32,6 +33,17 @@ def main(argv: list[str]) -> int:
     finally:
         launcher.close()
     return 0
+
+
+def _build(builds: Builds, loaded, entry, kernel):
+    """A CUDA kernel's build for this GPU (a Python kernel has none)."""
+    if kernel.cuda is None:
+        return None
+    import cupy
+
+    from kcontract.launch.cuda import device_sm, target_for
+
+    return builds.kernel(kernel.cuda, [target_for(device_sm(cupy), list(loaded.targets))], entry.kernel.cuda)
 
 
 def _own_allocations() -> None:

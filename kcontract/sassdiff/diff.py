@@ -1,4 +1,5 @@
-"""Build two revisions for every SM and say, per kernel instantiation and SM, whether the machine code changed."""
+"""Build two revisions for every SM and say, per kernel instantiation and SM, whether the machine code changed;
+each revision's kernels are a `Builds` of its own contract, both in one compile cache."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcontract.sms import sm_number
+from kcontract.builds.builds import Builds
 from kcontract.sassdiff.kernels import contract_kernels
 from kcontract.sassdiff.machine import disassembled, same_bytes
 from kcontract.sassdiff.normalise import kernel_code
 from kcontract.sassdiff.revision import checkout
-from kcontract.toolchain.build import Build, Module, build, default_jobs
+from kcontract.sms import sm_number
+from kcontract.toolchain.build import Build, Module, default_jobs
 from kcontract.toolchain.cache import CompileCache
 from kcontract.toolchain.locate import find_toolchain
-from kcontract.toolchain.units import Unit, group_units
+from kcontract.toolchain.units import Unit
 
 SAME_BYTES, SAME_SASS, CHANGED, NEW, REMOVED, BROKEN = (
     "identical bytes", "identical SASS", "changed", "new", "removed", "does not compile")
@@ -97,43 +99,44 @@ class _Side:
 
     functions: dict[tuple[str, str], Unit]
     built: Build
+    cache: CompileCache  # where its modules (and their SASS) live
 
 
-def _build_side(directory: Path, contract_rel: str, shown: str, sms: list[str] | None, cache: CompileCache,
+def _build_side(directory: Path, contract_rel: str, shown: str, sms: list[str] | None, root: Path,
                 jobs: int) -> tuple[list[str], _Side]:
     """Read a revision's contract and compile its kernels for the SMs (the contract's targets by default)."""
     contract = directory / contract_rel
     found = contract_kernels(contract, shown)
     targets, uses = found if found is not None else ([], [])
-    units = group_units(uses)
+    builds = Builds(uses, contract.parent, targets, root, jobs=jobs)
     functions: dict[tuple[str, str], Unit] = {}
-    for unit in units:
+    for unit in builds.units:
         for expression in unit.expressions:
             functions.setdefault((unit.shown, expression), unit)
     chosen = sms or targets
-    return targets, _Side(functions, build(units, chosen, cache, contract.parent, jobs) if chosen else Build())
+    return targets, _Side(functions, builds.build(None, chosen) if chosen else Build(), builds.cache)
 
 
 def sass_diff(repo: Path, contract_rel: str, base_rev: str, head_rev: str | None, sms: list[str] | None,
-              cache: CompileCache, jobs: int | None = None) -> SassDiff:
-    """Compare every CUDA kernel instantiation of two revisions on every SM."""
+              root: Path, jobs: int | None = None) -> SassDiff:
+    """Compare every CUDA kernel instantiation of two revisions on every SM (`root`: the compile cache)."""
     jobs = jobs or default_jobs()
     head_shown = head_rev or "working tree"
     with checkout(repo, base_rev) as base_dir, checkout(repo, head_rev) as head_dir:
-        head_targets, head = _build_side(head_dir, contract_rel, f"{head_shown}:{contract_rel}", sms, cache, jobs)
+        head_targets, head = _build_side(head_dir, contract_rel, f"{head_shown}:{contract_rel}", sms, root, jobs)
         chosen = sms or head_targets
         if not chosen:
-            base_targets, _ = _build_side(base_dir, contract_rel, f"{base_rev}:{contract_rel}", [], cache, jobs)
+            base_targets, _ = _build_side(base_dir, contract_rel, f"{base_rev}:{contract_rel}", [], root, jobs)
             chosen = base_targets
         tool = find_toolchain()
         skipped = [sm for sm in chosen if not tool.builds(sm)]
         chosen = [sm for sm in chosen if tool.builds(sm)]
-        _, base = _build_side(base_dir, contract_rel, f"{base_rev}:{contract_rel}", chosen, cache, jobs)
+        _, base = _build_side(base_dir, contract_rel, f"{base_rev}:{contract_rel}", chosen, root, jobs)
         result = SassDiff(base_rev, head_shown, list(chosen), skipped=skipped, toolchain=tool.id)
         for side, name in ((base, base_rev), (head, head_shown)):
             result.failures += [f"{f.unit.shown} does not compile for {f.sm} at {name}:\n{f.log.strip()}"
                                 for f in side.built.failures]
-        sass = _disassemble(_needs_sass(base, head, chosen), cache, jobs)
+        sass = _disassemble(_needs_sass(base, head, chosen), head.cache, jobs)
         for key in sorted(set(base.functions) | set(head.functions)):
             for sm in chosen:
                 result.results.append(_compare(key, sm, base, head, sass))

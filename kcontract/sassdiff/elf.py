@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 from dataclasses import dataclass
 
 from elftools.common.exceptions import ELFError
@@ -13,6 +14,9 @@ from elftools.elf.relocation import RelocationSection
 
 SHT_SYMTAB, SHT_NOBITS = 2, 8
 TEXT = ".text."  # a function's code section: `.text.<mangled>`
+# an internal-linkage name as NVRTC mangles it: `_ZN45_INTERNAL_00000000_9_matmul_cu_1f59a11b_267452mm...`, the
+# digits after the path's hash the compiling process's id (then the next name's length), the leading length counting it
+_INTERNAL = re.compile(r"\d*(_INTERNAL_[0-9a-f]{8}_\d+_[A-Za-z0-9_]+?_[0-9a-f]{8}_)\d+")
 
 # pyelftools gives known enum values by name; these turn them back into the numbers the ELF file holds (names are
 # unique across its machine-specific section types, so one table serves every e_machine)
@@ -119,14 +123,15 @@ def _reached(found: list[Section], mangled: str) -> list[str]:
     return reached
 
 
-def function_digest(cubin: bytes, mangled: str) -> str | None:
+def digest_of(parsed: tuple[list[Section], list[tuple]], mangled: str) -> str | None:
     """sha256 over the sections named `*.<name>` of the function and of every function it calls in a section of its
-    own, the symbols in them, and every symbol name of the cubin.
+    own, the symbols in them, and every symbol name of the cubin (`parsed`: its sections and symbols as `sections`
+    read them).
 
     Names count because a loaded module is addressed by them (kernels and __device__/__constant__ globals); two
     functions with equal digests are the same machine code in equally named modules. None if the function is absent.
     """
-    found, symbols = sections(cubin)
+    found, symbols = parsed
     if not any(s.name == TEXT + mangled for s in found):
         return None
     names = _reached(found, mangled)
@@ -139,3 +144,25 @@ def function_digest(cubin: bytes, mangled: str) -> str | None:
         digest.update(f"{name}\0{found[shndx].name}\0{value}\0{size}\0{info}\0".encode())
     digest.update("\0".join(sorted({s[0] for s in symbols if s[0]})).encode())
     return digest.hexdigest()
+
+
+def without_process_ids(name: str) -> str:
+    """A symbol name with the compiling process's id (and the lengths that count it) left out of its internal-linkage
+    parts: two compiles of the same inputs give the same name."""
+    return _INTERNAL.sub(r"#\1#", name)
+
+
+def same_but_process_ids(a: bytes, b: bytes) -> bool:
+    """Whether two cubins hold the same sections and symbols, byte for byte, but for the process id NVRTC puts in
+    internal-linkage names (so two compiles of the same inputs in two processes differ there and nowhere else)."""
+    (found_a, symbols_a), (found_b, symbols_b) = sections(a), sections(b)
+    names = (".strtab", ".symtab")
+
+    def kept(found: list[Section]) -> list[tuple]:
+        return [(without_process_ids(s.name), s.kind, s.size, s.data, s.functions) for s in found
+                if s.name not in names]
+
+    if kept(found_a) != kept(found_b):
+        return False
+    return [(without_process_ids(n), *rest) for n, *rest in symbols_a] == \
+        [(without_process_ids(n), *rest) for n, *rest in symbols_b]

@@ -2,45 +2,71 @@
 
 `check` compares machine code (sassdiff/machine.py: the same bytes, else the same normalised SASS), so a patch
 that only edits a comment is refused although NVRTC's cubins differ in bytes; a run compares bytes alone, which
-costs no disassembly and still refuses a patch that changes nothing at all.
+costs no disassembly and still refuses a patch that changes nothing at all. Only modules already built are
+compared, the SMs with the largest cubins first (where code differs soonest), the controls on every core.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 from kcontract.errors import ContractError
+from kcontract.machine import usable_cores
 from kcontract.sassdiff.machine import same_bytes, same_machine_code
-from kcontract.toolchain.build import Build
-from kcontract.toolchain.cache import CompileCache, cache_root
-from kcontract.toolchain.units import unit_of
 
 
-def unchanged_patches(loaded, built: Build, sass: bool = True) -> list[ContractError]:
+def unchanged_patches(loaded, builds, sass: bool = True) -> list[ContractError]:
     """One error per patched control whose every symbol keeps its machine code (`sass`; else its bytes) on every
-    SM both builds hold."""
-    cache = CompileCache(cache_root(loaded.path))
-    found = []
+    SM `builds` (kcontract.builds.builds.Builds) holds both modules of."""
+    pairs = []
     for control in loaded.controls:
         cuda = control.kernel.cuda
         if cuda is None or not cuda.patch:
             continue
         try:
-            mine, plain = unit_of(loaded, cuda), unit_of(loaded, cuda.model_copy(update={"patch": None}))
+            plain = cuda.model_copy(update={"patch": None})
+            builds.unit(plain)
         except KeyError:
             continue  # the unpatched kernel is no unit of this contract: nothing built to compare with
-        symbols = list(cuda.symbols.values())
-        sms = [sm for sm in loaded.targets if built.module(mine, sm) and built.module(plain, sm)]
+        held = {sm: (builds.held(cuda, sm), builds.held(plain, sm)) for sm in loaded.targets}
+        held = {sm: pair for sm, pair in held.items() if pair[0] and pair[1]}
+        if held:
+            pairs.append((control, held))
+    with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), len(pairs) or 1))) as pool:
+        kept = dict(pool.map(lambda item: (item[0].name, not _changes(item[0].kernel.cuda, item[1], builds, sass)),
+                             _by_turns(pairs)))
+    return [_refusal(loaded, control, sorted(held, key=loaded.targets.index), sass)
+            for control, held in pairs if kept[control.name]]
 
-        def changed(sm: str) -> bool:
-            a, b = built.module(mine, sm), built.module(plain, sm)
-            if sass:
-                return bool(same_machine_code(a, b, symbols, cache))
-            return not all(same_bytes(a, b, s) for s in symbols)
 
-        if sms and not any(changed(sm) for sm in sms):
-            path = f"controls[{control.index}].patch"
-            what = "its machine code (normalised SASS)" if sass else "its bytes"
-            found.append(ContractError(loaded.path, loaded.lines.get(path), path,
-                                       f"a patch that changes machine code; {cuda.patch} leaves every function of "
-                                       f"{cuda.source} with {what} on {', '.join(sms)}: plant the fault where it "
-                                       f"compiles to something"))
-    return found
+def _by_turns(pairs: list) -> list:
+    """The controls one source at a time in turn, so that workers do not wait on one source's disassembly."""
+    by_source: dict[str, list] = {}
+    for pair in pairs:
+        by_source.setdefault(pair[0].kernel.cuda.source, []).append(pair)
+    queues = list(by_source.values())
+    return [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
+
+
+def _changes(cuda, held: dict, builds, sass: bool) -> bool:
+    """Whether the patch changes some symbol's machine code (`sass`; else its bytes) on some SM, looking first
+    where the patched cubin is largest."""
+    symbols = list(cuda.symbols.values())
+    for sm in sorted(held, key=lambda sm: -Path(held[sm][0].cubin_path).stat().st_size):
+        a, b = held[sm]
+        if sass and same_machine_code(a, b, symbols, builds.cache):
+            return True
+        if not sass and not all(same_bytes(a, b, s) for s in symbols):
+            return True
+    return False
+
+
+def _refusal(loaded, control, sms: list[str], sass: bool) -> ContractError:
+    """The error that refuses a control's patch that changes nothing on `sms`."""
+    cuda = control.kernel.cuda
+    path = f"controls[{control.index}].patch"
+    what = "its machine code (normalised SASS)" if sass else "its bytes"
+    return ContractError(loaded.path, loaded.lines.get(path), path,
+                         f"a patch that changes machine code; {cuda.patch} leaves every function of {cuda.source} "
+                         f"with {what} on {', '.join(sms)}: plant the fault where it compiles to something")

@@ -7,17 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from kcontract.cachedir import cache_root
 from kcontract.cachesize import keep_under_cap
 from kcontract.errors import EnvironmentProblem
 from kcontract.receipts.check import ReceiptReport, check_receipts
 from kcontract.records.gate5 import Gate5Report, check_records
 from kcontract.report.gate5_text import compile_failures, control_lines, finding_lines, gate5_lines, gate5_summary
+from kcontract.sassdiff.recompiled import Recompiled, judge_recompiled
 from kcontract.sassdiff.unchanged import unchanged_patches
 from kcontract.session.preflight import check_machine
-from kcontract.toolchain.build import build
-from kcontract.toolchain.cache import CompileCache, cache_root
 from kcontract.toolchain.globals import unregistered
-from kcontract.toolchain.units import contract_uses, group_units
 from kcontract.verdict.summary import plural
 
 NOTHING = ("nothing to check: no CUDA kernel compiled, no launch record, no control; a check that checked nothing "
@@ -49,27 +48,27 @@ class _Found:
     records: Gate5Report | None = None
     receipts: ReceiptReport | None = None
     toolchain: object = None
+    recompiled: Recompiled | None = None  # every module compiled afresh, against the cache (--recompile)
 
 
-def check_contract(session, jobs: int | None, strict_records: bool, strict_receipts: bool,
-                   say: Callable[[str], None]) -> Checked:
-    """Validate (the session loaded the contract), find unregistered kernels, compile for every SM, run gate 5,
-    refuse controls' patches that change nothing, check receipts; `say` hears the stderr lines as they come."""
+def check_contract(session, strict_records: bool, strict_receipts: bool, say: Callable[[str], None]) -> Checked:
+    """Validate (the session loaded the contract), find unregistered kernels, compile for every SM (through the
+    session's Builds: its jobs, progress and `--recompile` are the session's), run gate 5, refuse controls' patches
+    that change nothing, check receipts; `say` hears the stderr lines as they come."""
     loaded, checked, found = session.loaded, Checked(), _Found()
-    ready = check_machine(loaded, session.path, cuda=bool(contract_uses(loaded)), gpu=False)
+    ready = check_machine(loaded, session.path, cuda=bool(session.builds.units), gpu=False)
     for line in ready.lines:
         say(line)
     found.toolchain = ready.toolchain
     checked.problems += _unregistered(session, found)
-    found.built = _compile(session, found, jobs) if ready.toolchain is not None else None
+    found.built = _compile(session, found) if ready.toolchain is not None else None
     if found.built:
-        checked.problems += compile_failures(found.built.failures)
-        _refuse_unchanged(loaded, found.built, say)
-        found.records = check_records(loaded, built=found.built, cache=CompileCache(cache_root(session.path)),
-                                      strict=strict_records)
+        checked.problems += compile_failures(found.built.failures) + _recompiled(session, found)
+        _refuse_unchanged(loaded, session.builds, say)
+        found.records = check_records(loaded, builds=session.builds, strict=strict_records)
         checked.problems += gate5_lines(found.records)
         checked.lines += control_lines(found.records) + finding_lines(found.records)
-    found.receipts = check_receipts(loaded, strict=strict_receipts, built=found.built)
+    found.receipts = check_receipts(loaded, strict=strict_receipts, built=session.builds if found.built else None)
     checked.problems += found.receipts.problems
     if _checked_nothing(loaded, found):
         checked.problems.append(NOTHING)
@@ -92,21 +91,27 @@ def _unregistered(session, found: _Found) -> list[str]:
             for kernel in missing]
 
 
-def _compile(session, found: _Found, jobs: int | None):
+def _compile(session, found: _Found):
     """Every unit the contract uses, for every target SM."""
-    units = group_units(contract_uses(session.loaded))
-    found.units = len(units)
-    base = Path(session.path).resolve().parent
-    return build(units, session.loaded.targets, CompileCache(cache_root(session.path)), base, jobs)
+    found.units = len(session.builds.units)
+    return session.builds.build()
 
 
-def _refuse_unchanged(loaded, built, say: Callable[[str], None]) -> None:
+def _recompiled(session, found: _Found) -> list[str]:
+    """`--recompile`: each module compiled afresh against the cache's; a line per module unlike it."""
+    if not session.builds.recompile:
+        return []
+    found.recompiled = judge_recompiled(session.builds)
+    return found.recompiled.unlike
+
+
+def _refuse_unchanged(loaded, builds, say: Callable[[str], None]) -> None:
     """Raise the first control whose patch changes no machine code (saying so where nvdisasm is missing)."""
     try:
-        unchanged = unchanged_patches(loaded, built)
+        unchanged = unchanged_patches(loaded, builds)
     except EnvironmentProblem as error:  # no nvdisasm: bytes still refuse a patch that changes nothing at all
         say(f"note: controls' patches compared by bytes only, not machine code: {error.message}")
-        unchanged = unchanged_patches(loaded, built, sass=False)
+        unchanged = unchanged_patches(loaded, builds, sass=False)
     if unchanged:
         unchanged[0].others = unchanged[1:]
         raise unchanged[0]
@@ -129,7 +134,8 @@ def _compiled_text(loaded, found: _Found) -> str:
         return "no CUDA kernel"
     sms = [sm for sm in loaded.targets if sm not in built.skipped]
     failed = len({(f.unit.ident, f.sm) for f in built.failures})
-    return (f"{_compiles(found)} compiles ({found.units} sources x {len(sms)} SMs, {built.cached} cached), "
+    again = f"; {found.recompiled.text()}" if found.recompiled else ""
+    return (f"{_compiles(found)} compiles ({found.units} sources x {len(sms)} SMs, {built.cached} cached{again}), "
             f"{failed} failed; gate 5: {gate5_summary(report)}; gate-5 controls: "
             f"{sum(c.red for c in report.controls)} red as planted, {len(report.missed_controls)} missed; "
             f"toolchain {found.toolchain.id}")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Callable, ContextManager
 
+from kcontract.builds.builds import Builds
 from kcontract.contract.loader import load_contract
+from kcontract.machine import usable_cores
 from kcontract.runner.plan import Selection, plan_tasks
 from kcontract.runner.prebuild import prebuild
 from kcontract.session.preflight import check_machine
@@ -21,6 +23,7 @@ class Derived:
         """`names`: the kernels said to need the GPU (None: every entry's)."""
         self.path = contract
         self.loaded = load_contract(contract)
+        self.builds = Builds.of(self.loaded, jobs=usable_cores())
         names = [e.name for e in self.loaded.entries] if names is None else names
         self.ready = check_machine(self.loaded, contract, cuda=True, gpu=True, names=names)
         for line in self.ready.said(quiet=True):
@@ -36,7 +39,7 @@ class Derived:
 
     def build(self, tasks: list[Task]) -> str | None:
         """Every cubin the tasks load, compiled once; the line saying so, or None."""
-        return prebuild(self.loaded, tasks, self.ready.sm)
+        return prebuild(self.loaded, self.builds, tasks, self.ready.sm)
 
     def workers(self, jobs) -> int:
         """`--jobs`, with `auto` as many as the GPU and host hold."""
@@ -54,7 +57,8 @@ class Derived:
                 finished.append(outcome)
                 listener.done(outcome)
 
-            outcomes = run_tasks(self.loaded, tasks, workers, lambda step: None, done, gpu=True)
+            outcomes = run_tasks(self.loaded, tasks, workers, lambda step: None, done, gpu=True, builds=self.builds,
+                                 device_sm=self.ready.sm)
         return outcomes, finished
 
 

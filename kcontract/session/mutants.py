@@ -12,17 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from kcontract.cachedir import CACHE_ENV, cache_root
 from kcontract.contract.paths import resolve_source
 from kcontract.errors import ContractFailed, UsageError
 from kcontract.family.cases import main_cases
 from kcontract.mutate.campaign import Campaign, fit_timeouts, judge_runs, load, prepare, save, workdir
-from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.receipts.carried import entry_node_sha256
 from kcontract.receipts.receipt import Receipt
+from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.session.outputs import measured_at, require_receipt
 from kcontract.session.preflight import check_machine, device_target
 from kcontract.session.retrials import retry_survivors
-from kcontract.toolchain.cache import CACHE_ENV, cache_root
 
 Say = Callable[[str], None]
 SURVIVOR_TOOLS = ("memcheck", "initcheck", "racecheck")  # every survivor: a weakened wait or bound races too

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kcontract.cachedir import CACHE_ENV, resolve_root, writable
 from kcontract.errors import EnvironmentProblem, UsageError
-from kcontract.toolchain.cache import CACHE_ENV, resolve_root, writable
 from kcontract.toolchain.locate import Toolchain, find_toolchain
 from kcontract.toolchain.tools import find_tool
 

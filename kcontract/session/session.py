@@ -7,9 +7,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from kcontract.builds.builds import Builds
+from kcontract.cachedir import cache_root
 from kcontract.cachesize import keep_under_cap
 from kcontract.contract.loader import load_contract
+from kcontract.errors import UsageError
 from kcontract.gatetable import launching
+from kcontract.machine import usable_cores
 from kcontract.receipts.check import needs_gpu
 from kcontract.receipts.durations import gate_seconds, newest_whole_receipt
 from kcontract.receipts.receipt import Receipt, ReceiptError
@@ -23,7 +27,6 @@ from kcontract.runner.session import auto_jobs, run_contract
 from kcontract.runner.shard import shard_tasks
 from kcontract.session.options import RunOptions
 from kcontract.session.preflight import Ready, check_machine
-from kcontract.toolchain.cache import cache_root
 from kcontract.verdict.outcome import Task
 
 
@@ -38,12 +41,16 @@ class Plan:
 
 
 class Session:
-    """One run of one contract."""
+    """One run of one contract: the contract loaded once, and its kernels' `Builds`, made once."""
 
-    def __init__(self, contract_path: str):
+    def __init__(self, contract_path: str, *, compile_jobs: int | None = None, progress=None, recompile: bool = False):
+        """`compile_jobs`: worker processes for cold compiles (default: one per usable core); `progress` hears each
+        batch of compiles; `recompile`: compile every kernel afresh and compare it with the cache."""
         self.path = contract_path
         self.started, self.begun = time.monotonic(), time.time()  # begun: wall clock, as cache items are stamped
         self.loaded = load_contract(contract_path)
+        self.builds = Builds.of(self.loaded, jobs=compile_jobs or usable_cores(), progress=progress,
+                                recompile=recompile)
         self.ready: Ready | None = None
 
     def plan(self, options: RunOptions) -> Plan:
@@ -68,7 +75,7 @@ class Session:
     def prepare(self, plan: Plan, options: RunOptions) -> list[str]:
         """Check the machine (toolchain, GPU, writable outputs) and build every cubin once; returns the lines to
         say (what was built, how many workers and why) and fixes the worker count in `options`' place."""
-        self.ready, lines = ready_for(self.loaded, self.path, plan.tasks, outputs={
+        self.ready, lines = ready_for(self.loaded, self.path, plan.tasks, self.builds, outputs={
             "json": options.json, "junit": options.junit, "receipt": options.receipt})
         self.jobs = options.jobs
         if options.jobs == "auto":
@@ -82,7 +89,8 @@ class Session:
         gpu = bool(self.on_gpu(plan.tasks))
         durations = gate_seconds(newest_whole_receipt(self.path)[0], "gpu" if gpu else "cpu")
         return run_contract(self.loaded, plan.tasks, self.jobs, on_step, on_done, whole=options.whole, gpu=gpu,
-                            durations=durations, empty_ok=options.shard is not None)
+                            durations=durations, empty_ok=options.shard is not None, builds=self.builds,
+                            device_sm=self.ready.sm if self.ready else None)
 
     def document(self, result) -> dict:
         """The run's JSON document."""
@@ -137,14 +145,15 @@ def on_gpu(loaded, tasks: list[Task]) -> list[str]:
                    and any(g in launching() for g in t.gates)})
 
 
-def ready_for(loaded, path: str, tasks: list[Task], outputs: dict[str, str | None] | None = None
+def ready_for(loaded, path: str, tasks: list[Task], builds: Builds, outputs: dict[str, str | None] | None = None
               ) -> tuple[Ready, list[str]]:
     """Check the machine the tasks need (the toolchain where CUDA kernels compile, the GPU where they launch,
-    writable outputs) and build every cubin they load once; what was found, and the lines to say."""
+    writable outputs) and build every cubin they load once, through `builds`; what was found, and the lines to
+    say."""
     by_name, gpu = kernels(loaded), on_gpu(loaded, tasks)
     ready = check_machine(loaded, path, cuda=any(by_name[t.name].cuda is not None for t in tasks), gpu=bool(gpu),
                           outputs=outputs, names=gpu)
-    built = prebuild(loaded, tasks, ready.sm)
+    built = prebuild(loaded, builds, tasks, ready.sm)
     return ready, ready.lines + ([built] if built else [])
 
 

@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from kcontract.cachedir import CACHE_ENV, cache_root
 from kcontract.coverage.campaign import Campaign, judge_runs, prepare, save, workdir
 from kcontract.coverage.report import entry_report
 from kcontract.errors import UsageError
-from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.receipts.carried import entry_node_sha256
 from kcontract.receipts.receipt import Receipt
+from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.session.outputs import measured_at, require_receipt
 from kcontract.session.preflight import check_machine, device_target
-from kcontract.toolchain.cache import CACHE_ENV, cache_root
 from kcontract.verdict.summary import plural
 
 Say = Callable[[str], None]

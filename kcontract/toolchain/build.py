@@ -1,12 +1,15 @@
-"""Compile units for SMs through the cache: misses compile in parallel worker processes."""
+"""Compile units for SMs through the cache: misses compile in parallel worker processes, the costliest first, and
+each unit's compiles are reported as they finish."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterator
 
 from kcontract.contract.paths import option_paths
 from kcontract.contract.patches import PatchError, read_patched
@@ -18,6 +21,7 @@ from kcontract.toolchain.resources import FunctionResources, parse_ptxas_log
 from kcontract.toolchain.units import Unit
 
 JOBS_ENV = "KCONTRACT_JOBS"  # worker processes for cold compiles
+PTX_FILE = "module.ptx"  # a compile's PTX, kept beside its cubin where it was asked for
 
 
 @dataclass
@@ -49,6 +53,23 @@ class Failure:
     def error(self) -> CompileError:
         """The user-facing error with the NVRTC log."""
         return CompileError(self.unit.shown, self.sm, self.log, self.unit.users)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Where a build stands after a compile finished: a unit's batch (its compiles for the SMs asked) is done when
+    `sms` reaches `of`; the first report, of no unit and none done, says how many compiles the build makes."""
+
+    shown: str  # the unit's source (with its patch)
+    sms: int  # its compiles finished
+    of: int  # its compiles in this build
+    done: int  # compiles finished so far in this build
+    total: int  # compiles this build makes
+
+    @property
+    def whole(self) -> bool:
+        """The unit's batch is done."""
+        return self.of > 0 and self.sms == self.of
 
 
 @dataclass
@@ -100,26 +121,24 @@ def nvrtc_options(options: tuple[str, ...], base: Path) -> tuple[str, ...]:
 
 
 def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jobs: int | None = None,
-          toolchain: Toolchain | None = None) -> Build:
-    """Compile every unit for every SM the toolchain builds for (cache first); `base` is the contract's
-    directory. The toolchain is this environment's (`locate.find_toolchain`) unless one is given; its id is part of
-    every cache key, so cubins of one toolchain never pass for another's."""
+          toolchain: Toolchain | None = None, progress: Callable[[Batch], None] | None = None,
+          ptx: bool = False) -> Build:
+    """Compile every unit for every SM the toolchain builds for (cache first; `ptx`: keep each compile's PTX beside
+    its cubin, PTX_FILE); `base` is the contract's directory; `progress` hears of every compile as it finishes. The toolchain is this environment's
+    (`locate.find_toolchain`) unless one is given; its id is part of every cache key, so cubins of one toolchain
+    never pass for another's. kcontract.builds is its one caller."""
     tool = toolchain or find_toolchain()
     result = Build(tool, skipped=[sm for sm in sms if not tool.builds(sm)])
-    if not units:
-        return result
     todo: list[tuple] = []
-    pending: dict[str, tuple[Unit, str, dict]] = {}
+    pending: dict[str, list[tuple[Unit, str, dict]]] = {}  # key -> the (unit, SM)s waiting on its compile
     for unit in units:
         try:
             source, headers, include = read_inputs(unit.source, unit.options, base, unit.patch)
         except OSError as error:
-            for sm in sms:
-                result.failures.append(Failure(unit, sm, f"cannot read {unit.source}: {error.strerror}"))
+            result.failures += [Failure(unit, sm, f"cannot read {unit.source}: {error.strerror}") for sm in sms]
             continue
         except PatchError as error:
-            for sm in sms:
-                result.failures.append(Failure(unit, sm, f"{unit.patch_label}:{error.line}: {error.message}"))
+            result.failures += [Failure(unit, sm, f"{unit.patch_label}:{error.line}: {error.message}") for sm in sms]
             continue
         for sm in sms:
             if sm in result.skipped:
@@ -127,7 +146,7 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
             key = compile_key(toolchain=tool.id, label=unit.label, source=source, headers=headers,
                               names=unit.expressions, sm=sm, options=unit.options, exports=unit.exports)
             hit = cache.get(key)
-            if hit is not None:
+            if hit is not None and not (ptx and cache.text(key, PTX_FILE) is None):
                 result.modules[(unit.ident, sm)] = Module(unit, sm, key, hit.cubin_path, hit.lowered, hit.log, True,
                                                           tool.id)
                 result.cached += 1
@@ -136,28 +155,56 @@ def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jo
                      "toolchain": tool.id}
             if unit.exports:
                 facts["exports"] = list(unit.exports)
-            pending[key] = (unit, sm, facts)
-            # NVRTC resolves the program's quoted includes beside its name, taken from the working directory: the
-            # source's absolute path makes them the files this key hashed, wherever kcontract runs from
-            todo.append((key, str(tool.nvrtc.path), source, str(unit.source.resolve()),
-                         unit.expressions + unit.exports, sm,
-                         nvrtc_options(unit.options, base), (*include, str(tool.headers.path))))
-    for key, outcome in _run(todo, jobs or default_jobs()):
-        unit, sm, facts = pending[key]
-        if isinstance(outcome, Compiled):
-            stored = cache.put(key, outcome.cubin, outcome.lowered, outcome.log, facts)
-            result.modules[(unit.ident, sm)] = Module(unit, sm, key, stored.cubin_path, stored.lowered, stored.log,
-                                                      False, tool.id)
-            result.compiled += 1
-        else:
-            result.failures.append(Failure(unit, sm, outcome.log))
+            if key not in pending:
+                # NVRTC resolves the program's quoted includes beside its name, taken from the working directory:
+                # the source's absolute path makes them the files this key hashed, wherever kcontract runs from
+                todo.append((key, str(tool.nvrtc.path), source, str(unit.source.resolve()),
+                             unit.expressions + unit.exports, sm,
+                             nvrtc_options(unit.options, base), (*include, str(tool.headers.path)), ptx))
+            pending.setdefault(key, []).append((unit, sm, facts))
+    _compile(result, cache, todo, pending, jobs or default_jobs(), progress)
     return result
 
 
-def _run(todo: list[tuple], jobs: int):
-    """Compile jobs in this process, or in spawned workers when there are several (not inside a worker)."""
+def _compile(result: Build, cache: CompileCache, todo: list[tuple], pending: dict, jobs: int,
+             progress: Callable[[Batch], None] | None) -> None:
+    """Run the compiles, the costliest first, keeping each as it finishes; `progress` hears of each."""
+    per_unit = Counter(unit.ident for waiting in pending.values() for unit, _, _ in waiting)
+    finished: Counter = Counter()
+    if progress is not None and todo:
+        progress(Batch("", 0, 0, 0, len(todo)))
+    for done, (key, outcome) in enumerate(_run(sorted(todo, key=_cost, reverse=True), jobs), 1):
+        for unit, sm, facts in pending[key]:
+            _keep(result, cache, key, unit, sm, facts, outcome)
+            finished[unit.ident] += 1
+            if progress is not None:
+                progress(Batch(unit.shown, finished[unit.ident], per_unit[unit.ident], done, len(todo)))
+
+
+def _keep(result: Build, cache: CompileCache, key: str, unit: Unit, sm: str, facts: dict, outcome) -> None:
+    """One finished compile into the cache and the build."""
+    if not isinstance(outcome, Compiled):
+        result.failures.append(Failure(unit, sm, outcome.log))
+        return
+    stored = cache.put(key, outcome.cubin, outcome.lowered, outcome.log, facts)
+    if outcome.ptx:
+        cache.put_text(key, PTX_FILE, outcome.ptx)
+    result.modules[(unit.ident, sm)] = Module(unit, sm, key, stored.cubin_path, stored.lowered, stored.log, False,
+                                              result.toolchain.id)
+    result.compiled += 1
+
+
+def _cost(job: tuple) -> int:
+    """A compile's expected cost, to start the costliest first: source bytes times the instantiations asked."""
+    return len(job[2]) * len(job[4])
+
+
+def _run(todo: list[tuple], jobs: int) -> Iterator[tuple]:
+    """Compile jobs in this process, or in spawned workers when there are several (not inside a worker); each
+    (key, result) as it finishes."""
     if len(todo) < 2 or jobs < 2 or multiprocessing.current_process().daemon:
-        return [compile_job(job) for job in todo]
+        yield from (compile_job(job) for job in todo)
+        return
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
-        return list(pool.map(compile_job, todo))
+        yield from (future.result() for future in as_completed([pool.submit(compile_job, job) for job in todo]))

@@ -77,16 +77,6 @@ def contract_uses(loaded, *, entries: bool = True, controls: bool = True) -> lis
     return found
 
 
-def unit_of(loaded, kernel: CudaKernel) -> Unit:
-    """The contract's compile unit of a CUDA kernel: its source and options with every name any entry or control
-    of the contract gives it, so the launcher, gate 5 and `check` build (and run) the same cubin."""
-    ident = (kernel.source, tuple(kernel.options), kernel.patch)
-    for unit in group_units(contract_uses(loaded)):
-        if unit.ident == ident:
-            return unit
-    raise KeyError(f"{kernel.source} is no CUDA kernel of the contract")
-
-
 def group_units(uses: list[KernelUse]) -> list[Unit]:
     """One unit per (source, options, patch), with the sorted union of its expressions (and of its exports)."""
     groups: dict[tuple, list[KernelUse]] = {}

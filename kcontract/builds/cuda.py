@@ -1,0 +1,102 @@
+"""The CUDA builder: NVRTC through the content-addressed compile cache (kcontract/toolchain)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Callable
+
+from kcontract.contract.model import CudaKernel
+from kcontract.contract.paths import resolve_source
+from kcontract.toolchain.build import PTX_FILE, Batch, Build, Module, build, read_inputs
+from kcontract.toolchain.cache import CompileCache, inputs_digest
+from kcontract.toolchain.exports import kernel_exports
+from kcontract.toolchain.locate import Toolchain, find_toolchain
+from kcontract.toolchain.units import KernelUse, Unit, contract_uses, group_units
+
+
+class CudaBuilder:
+    """CUDA kernels: one unit per source, options and patch, compiled by NVRTC for each SM, cache first."""
+
+    kind = "cuda"
+
+    def __init__(self, cache: CompileCache, base: Path, jobs: int | None = None, recompile: bool = False,
+                 toolchain: Toolchain | None = None):
+        """`recompile`: build every module afresh in a cache of its own (`cache`; `trusted` is the one given, whose
+        modules `cached` finds for comparing), removed when the builder goes."""
+        self.base, self.jobs, self.recompile, self.trusted = Path(base).resolve(), jobs, recompile, cache
+        self.cache = cache
+        if recompile:
+            scratch = tempfile.mkdtemp(prefix="kcontract-recompiled-")
+            weakref.finalize(self, shutil.rmtree, scratch, True)
+            self.cache = CompileCache(Path(scratch))
+        self._toolchain = toolchain
+
+    @property
+    def toolchain(self) -> Toolchain:
+        """This environment's toolchain, found on first use."""
+        if self._toolchain is None:
+            self._toolchain = find_toolchain()
+        return self._toolchain
+
+    @property
+    def compiler(self) -> str:
+        """`nvrtc 13.0.88`: the compiler, for messages."""
+        return f"nvrtc {self.toolchain.nvrtc.version}"
+
+    def handles(self, kernel) -> bool:
+        return isinstance(kernel, (CudaKernel, KernelUse, Unit))
+
+    def uses(self, loaded) -> list[KernelUse]:
+        return contract_uses(loaded)
+
+    def group(self, uses: list[KernelUse]) -> list[Unit]:
+        return group_units(uses)
+
+    def ident(self, kernel) -> tuple:
+        if isinstance(kernel, Unit):
+            return kernel.ident
+        return kernel.source, tuple(kernel.options), kernel.patch
+
+    def build(self, units: list[Unit], sms: list[str], progress: Callable[[Batch], None] | None = None) -> Build:
+        return build(units, sms, self.cache, self.base, self.jobs, self.toolchain, progress, self.recompile)
+
+    def resources(self, module: Module) -> dict[str, dict[str, int]]:
+        return {name: found.as_dict() for name, found in module.resources().items()}
+
+    def exports(self, module: Module, kernel: CudaKernel) -> dict[str, int]:
+        return kernel_exports(module, kernel)
+
+    def inputs_sha256(self, kernel: CudaKernel) -> str:
+        """OSError where a file cannot be read, PatchError where the patch does not apply."""
+        source, headers, _ = read_inputs(resolve_source(self.base, kernel.source), tuple(kernel.options), self.base,
+                                         resolve_source(self.base, kernel.patch) if kernel.patch else None)
+        return inputs_digest(source, headers, tuple(kernel.options))
+
+    def ptx(self, unit: Unit, expressions: tuple[str, ...], sm: str) -> tuple[str | None, dict[str, str], str]:
+        """The PTX of `unit` compiled with only `expressions` for `sm` (kept beside its cubin in the cache), the
+        lowered names, and NVRTC's log where it does not compile (then the PTX is None)."""
+        narrow = Unit(unit.label, unit.source, unit.options, tuple(expressions), unit.users, unit.patch_label,
+                      unit.patch)
+        built = build([narrow], [sm], self.cache, self.base, 1, self.toolchain, ptx=True)
+        module = built.module(narrow, sm)
+        if module is None:
+            return None, {}, built.failures[0].log if built.failures else f"{self.toolchain.id} cannot build {sm}"
+        return self.cache.text(module.key, PTX_FILE) or "", module.lowered, ""
+
+    def cached(self, module: Module) -> Module | None:
+        """The trusted cache's module under a recompiled module's key, or None where it holds none."""
+        hit = self.trusted.get(module.key)
+        return None if hit is None else Module(module.unit, module.sm, module.key, hit.cubin_path, hit.lowered,
+                                               hit.log, True, module.toolchain)
+
+    def adopt(self, module: Module) -> None:
+        """A recompiled module into the trusted cache, in place of what it held under the key."""
+        self.trusted.adopt(module.key, self.cache)
+
+    def rebased(self, base: Path) -> CudaBuilder:
+        rebased = CudaBuilder(self.trusted, base, self.jobs, False, self._toolchain)
+        rebased.cache, rebased.recompile = self.cache, self.recompile
+        return rebased
