@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcontract.errors import UsageError
-from kcontract.machine import size_text
+from kcontract.capacity import size_text
 
 CAP_ENV = "KCONTRACT_CACHE_MAX"
 DEFAULT_CAP = 4 << 30

@@ -15,7 +15,7 @@ from kcontract.usercode import take_signals
 COMMANDS = {  # name -> (module:attribute, the line `kcontract --help` shows)
     "list": ("kcontract.commands.list_entries:list_command", "The entries and controls."),
     "run": ("kcontract.commands.run:run_command", "Run every gate and control; print SUMMARY."),
-    "check": ("kcontract.commands.check:check_command", "Everything that needs no GPU (the CPU CI job)."),
+    "check": ("kcontract.commands.check_cmd:check_command", "Everything that needs no GPU (the CPU CI job)."),
     "records": ("kcontract.commands.records_cmd:records_command", "Gate 5's launch records (--update rewrites)."),
     "sass-diff": ("kcontract.commands.sass_diff:sass_diff_command", "Which kernels' machine code changed."),
     "receipt": ("kcontract.commands.receipt_cmd:receipt_group", "Show, check or merge run receipts."),

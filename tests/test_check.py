@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from kcontract.cli import cli
-from kcontract.machine import usable_cores
+from kcontract.capacity import usable_cores
 from kcontract.sassdiff.elf import same_but_process_ids
 from tests.helpers.large import many_entries, measured
 from tests.helpers.receipts import gpu_receipt, write_receipt

@@ -71,15 +71,15 @@ def test_a_task_out_of_memory_beside_others_runs_again_alone_before_anything_is_
 
 
 def test_a_whole_run_on_a_fake_80_gb_card_never_holds_more_than_the_card(monkeypatch):
-    from kcontract.runner import session
+    from kcontract.runner import run_tasks
 
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
     tasks = plan_tasks(loaded, "contract.yaml", Selection())
     free = int(78.7 * GIB)
-    monkeypatch.setattr(session, "free_gpu_memory", lambda: free)
-    monkeypatch.setattr(session, "usable_cores", lambda: 16)
-    monkeypatch.setattr(session, "physical_memory", lambda: 128 * GIB)
-    jobs, _ = session.auto_jobs(loaded, gpu=True)
+    monkeypatch.setattr(run_tasks, "free_gpu_memory", lambda: free)
+    monkeypatch.setattr(run_tasks, "usable_cores", lambda: 16)
+    monkeypatch.setattr(run_tasks, "physical_memory", lambda: 128 * GIB)
+    jobs, _ = run_tasks.auto_jobs(loaded, gpu=True)
     budget = device_budget(tasks, jobs, free)
     held, peak, lock = [0], [0], threading.Lock()
 

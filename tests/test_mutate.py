@@ -54,13 +54,13 @@ def fresh_cache(tmp_path, monkeypatch, compiled) -> Path:
 @pytest.fixture
 def gpu_faked(monkeypatch):
     """`kcontract mutate ARGS` as if on a GPU, its tasks run by the `run` given (no sanitizer): the result."""
-    import kcontract.runner.session
+    import kcontract.runner.run_tasks
 
     def invoke(run, args):
         monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
         monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
         monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
-        monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
+        monkeypatch.setattr(kcontract.runner.run_tasks, "run_tasks", run)
         monkeypatch.setattr("kcontract.session.mutants.sanitize_survivors", lambda *a: None)
         return CliRunner().invoke(cli, args)
 
@@ -246,7 +246,7 @@ def test_a_mutant_survives_only_when_every_planned_gate_ran_green():
 
 
 def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_path, monkeypatch, fresh_cache):
-    import kcontract.runner.session
+    import kcontract.runner.run_tasks
     from kcontract.mutate.campaign import load
     from kcontract.verdict.outcome import Outcome
 
@@ -274,7 +274,7 @@ def test_a_campaign_cut_short_keeps_what_it_judged_and_runs_the_rest_later(tmp_p
     monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
     monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
     monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
-    monkeypatch.setattr(kcontract.runner.session, "run_tasks", cut)
+    monkeypatch.setattr(kcontract.runner.run_tasks, "run_tasks", cut)
     report = tmp_path / "mutate.json"
     done = CliRunner().invoke(cli, args + ["--json", str(report)])
     assert done.exit_code == 130, done.output
@@ -378,7 +378,7 @@ def test_argued_mutants_load_on_cuda_entries_only_and_stale_no_row(tmp_path):
 
 
 def test_a_campaign_whose_unmutated_entry_is_red_judges_no_mutant(tmp_path, monkeypatch, fresh_cache):
-    import kcontract.runner.session
+    import kcontract.runner.run_tasks
     from kcontract.mutate.campaign import load
 
     args = ["mutate", "rmsnorm_h4096", "--contract", str(ROOT / "contract.yaml"), "--limit", "4", "--sm", "sm_90a"]
@@ -392,7 +392,7 @@ def test_a_campaign_whose_unmutated_entry_is_red_judges_no_mutant(tmp_path, monk
     monkeypatch.setattr(kcontract.launch, "cuda_ready", lambda entries: None)
     monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
     monkeypatch.setattr(kcontract.session.preflight, "device_sm", lambda: "sm_90")
-    monkeypatch.setattr(kcontract.runner.session, "run_tasks", run)
+    monkeypatch.setattr(kcontract.runner.run_tasks, "run_tasks", run)
     done = CliRunner().invoke(cli, args)
     assert done.exit_code == 1 and "the unmutated kernel is not green (gate 1)" in done.output, done.output
     assert set(ran) == {"entry"}  # no mutant ran

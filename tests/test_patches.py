@@ -144,7 +144,7 @@ def test_the_console_script_refuses_a_comment_only_rmsnorm_control_on_every_targ
 
 def test_a_comment_that_moves_code_changes_a_cubins_bytes_but_not_its_machine_code(tmp_path):
     from kcontract.mutate.campaign import changed_code
-    from kcontract.sassdiff.machine import same_bytes
+    from kcontract.sassdiff.same_code import same_bytes
     from kcontract.toolchain.build import build
     from kcontract.toolchain.cache import CompileCache
     from kcontract.toolchain.units import Unit

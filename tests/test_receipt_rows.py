@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from kcontract.cli import cli
 from kcontract.contract.loader import load_contract
-from kcontract.receipts.check import check_receipts
+from kcontract.receipts.currency import check_receipts
 from kcontract.receipts.judge import judge_rows
 from kcontract.receipts.receipt import Receipt
 from tests.helpers.receipts import commit_all, git, gpu_receipt, outcome, passing_document, write_receipt
@@ -75,7 +75,7 @@ def project(tmp_path, monkeypatch) -> Path:
 
 def states(contract: Path, machine: bool = False) -> dict[str, str]:
     """Each row's state, by `name` or `control name`."""
-    from kcontract.receipts.machine import MachineCode
+    from kcontract.receipts.machine_code import MachineCode
 
     loaded = load_contract(str(contract), import_kernels=False)
     receipt = Receipt.read(contract.parent / "receipts" / "contract-h200.json")

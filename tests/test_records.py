@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from kcontract.cli import cli
 from kcontract.contract.loader import load_contract
 from kcontract.records.attributes import compare_loaded_attributes, record_row
-from kcontract.records.gate5 import check_records
+from kcontract.records.record_check import check_records
 from kcontract.sms import LIMITS, check_launch, limits_for
 from kcontract.records.records import dumps
 from kcontract.errors import EnvironmentProblem

@@ -9,7 +9,7 @@ import click
 from kcontract.cachedir import cache_root
 from kcontract.cachesize import CAP_ENV, cap, items, parse_size, prune
 from kcontract.commands.common import contract_option, err, out, user_errors
-from kcontract.machine import size_text
+from kcontract.capacity import size_text
 
 
 @click.group("cache", short_help="The compile and reference cache: size, prune.")

@@ -10,7 +10,7 @@ from kcontract.commands.common import Jobs, contract_option, err, out, user_erro
 from kcontract.coverage.report import missed_text, source_gaps
 from kcontract.report.progress import RunProgress
 from kcontract.session.session import Session
-from kcontract.session.standins import CoverageOptions, coverage_session
+from kcontract.session.line_coverage import CoverageOptions, coverage_session
 
 
 @click.command("coverage", short_help="Which kernel lines each CUDA entry's cases execute.")

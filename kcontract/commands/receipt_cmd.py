@@ -14,7 +14,7 @@ from kcontract.commands.common import contract_option, out, require_writable, us
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.exitcodes import ExitCode
-from kcontract.receipts.check import check_receipts
+from kcontract.receipts.currency import check_receipts
 from kcontract.receipts.merge import merge_receipts, output_paths
 from kcontract.receipts.plots import receipt_plots, redraw_command
 from kcontract.receipts.receipt import Receipt, ReceiptError

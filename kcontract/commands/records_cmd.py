@@ -7,19 +7,19 @@ import sys
 import click
 
 from kcontract.commands.common import contract_option, err, out, strict_records_option, user_errors
-from kcontract.report.gate5_text import (
+from kcontract.report.records_text import (
     compile_failures,
     control_lines,
     finding_lines,
-    gate5_lines,
-    gate5_summary,
+    records_lines,
+    records_summary,
     print_limits,
     print_records,
 )
 from kcontract.commands.preflight import preflight
 from kcontract.contract.loader import load_contract
 from kcontract.exitcodes import ExitCode
-from kcontract.records.gate5 import check_records
+from kcontract.records.record_check import check_records
 
 
 @click.command("records", short_help="Gate 5's launch records (--update rewrites).")
@@ -38,7 +38,7 @@ def records_command(contract_path: str, update: bool, jobs: int | None, strict_r
     if update and (report.errors or failures):
         _refuse_update(report, failures)
     _show(report, loaded.targets, update, failures)
-    out.print(f"RECORDS {report.toolchain.id} in {report.root}: {gate5_summary(report)}", markup=False)
+    out.print(f"RECORDS {report.toolchain.id} in {report.root}: {records_summary(report)}", markup=False)
     passed = report.passed and not failures and not report.missed_controls
     sys.exit(int(ExitCode.OK if passed else ExitCode.FAILED))
 
@@ -50,7 +50,7 @@ def _show(report, targets: list[str], update: bool, failures: list[str]) -> None
         print_records(out, report)
     for line in _changes(report) if update else []:
         out.print(line, markup=False)
-    for line in failures + gate5_lines(report):
+    for line in failures + records_lines(report):
         out.print(f"FAIL {line}", markup=False)
     for line in control_lines(report) + finding_lines(report):
         out.print(line, markup=False)

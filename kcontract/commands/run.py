@@ -13,7 +13,7 @@ from kcontract.commands.sanitize_mode import sanitize_run
 from kcontract.gatetable import NUMBERS
 from kcontract.report.progress import RunProgress
 from kcontract.runner.plan import Selection
-from kcontract.runner.session import work_units
+from kcontract.runner.run_tasks import work_units
 from kcontract.runner.shard import parse_shard
 from kcontract.session.options import RunOptions
 from kcontract.session.session import Session

@@ -24,7 +24,7 @@ from kcontract.errors import ContractError
 from kcontract.family.base import Family
 from kcontract.family.registry import family_class, family_names
 from kcontract.gatetable import NUMBERS, Kind, Suite, fed_by, gate
-from kcontract.machine import physical_memory, size_text
+from kcontract.capacity import physical_memory, size_text
 from kcontract.contract.paths import inside, option_paths, readable_folders, resolve_source
 
 Parts = list  # a field path as field names and indices: ["entries", 2, "cases", 0, "rows"]

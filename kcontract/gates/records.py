@@ -10,7 +10,7 @@ from __future__ import annotations
 from kcontract.errors import KContractError
 from kcontract.gates.base import GateResult, Offender
 from kcontract.gates.context import GateContext
-from kcontract.records.gate5 import judge_kernel
+from kcontract.records.record_check import judge_kernel
 from kcontract.records.records import UPDATE_HINT
 
 def run(number: int, ctx: GateContext) -> GateResult:

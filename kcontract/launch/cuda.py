@@ -17,7 +17,7 @@ import numpy as np
 from kcontract.builds.artifact import KernelBuild, ModuleBuild
 from kcontract.errors import EnvironmentProblem
 from kcontract.launch.base import KernelFailure
-from kcontract.machine import out_of_memory
+from kcontract.capacity import out_of_memory
 from kcontract.numerics import poison_bits
 from kcontract.problem import KernelLaunch, Problem, built
 from kcontract.profiling import note_gpu_bytes

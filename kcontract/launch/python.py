@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 
 from kcontract.launch.base import KernelFailure
-from kcontract.machine import out_of_memory
+from kcontract.capacity import out_of_memory
 from kcontract.numerics import poison_bits
 from kcontract.problem import Assembled, OutputSpec, Problem, built
 from kcontract.usercode import UserCodeExit, user_code

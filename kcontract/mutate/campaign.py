@@ -24,7 +24,7 @@ from kcontract.contract.paths import resolve_source
 from kcontract.contract.standins import source_label, standin_document, standin_entry
 from kcontract.gatetable import launching
 from kcontract.mutate.operators import CLASSES, Mutant, mutants
-from kcontract.sassdiff.machine import same_machine_code
+from kcontract.sassdiff.same_code import same_machine_code
 from kcontract.toolchain.cache import CompileCache
 
 MUTANT_TIMEOUT = 90.0  # seconds a mutant's gate may take (a mutated loop bound may never end)

@@ -15,7 +15,7 @@ from kcontract.builds.builds import Builds
 from kcontract.errors import KContractError
 from kcontract.gatetable import launching
 from kcontract.launch import gpu_problem
-from kcontract.machine import usable_cores
+from kcontract.capacity import usable_cores
 from kcontract.runner.execute import execute
 from kcontract.runner.job import jobs_for
 from kcontract.runner.pool import Pool, Workers, in_process

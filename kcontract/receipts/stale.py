@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kcontract.errors import UsageError
 from kcontract.receipts.judge import FAILED, MISSING, ORPHANED, STALE, judge_rows
-from kcontract.receipts.machine import MachineCode
+from kcontract.receipts.machine_code import MachineCode
 from kcontract.receipts.receipt import NotAReceipt, Receipt, ReceiptMissing
 from kcontract.receipts.rows import contract_keys
 

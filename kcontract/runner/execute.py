@@ -25,7 +25,7 @@ from kcontract.gates import run_gate
 from kcontract.gates.context import GateContext
 from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
-from kcontract.machine import limit_gpu_pool, out_of_memory
+from kcontract.capacity import limit_gpu_pool, out_of_memory
 from kcontract.profiling import host_peak_bytes, measuring
 from kcontract.refcache import ReferenceCache, reference_root
 from kcontract.runner.job import Job

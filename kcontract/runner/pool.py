@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from typing import Callable
 
-from kcontract.machine import usable_cores
+from kcontract.capacity import usable_cores
 from kcontract.runner.budget import DeviceBudget
 
 from kcontract.runner.plan import start_order

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kcontract.builds.builds import Builds
 from kcontract.sassdiff.kernels import contract_kernels
-from kcontract.sassdiff.machine import disassembled, same_bytes
+from kcontract.sassdiff.same_code import disassembled, same_bytes
 from kcontract.sassdiff.normalise import kernel_code
 from kcontract.sassdiff.revision import checkout
 from kcontract.sms import sm_number

@@ -4,7 +4,7 @@ A key covers everything NVRTC is given, so a cached module should be what compil
 are, but for the names NVRTC gives internal-linkage symbols (an exported constant, a function in an unnamed
 namespace), which carry the id of the process that compiled them: a module is bit-identical, or the same in every
 section and symbol but for that id (sassdiff/elf.py), else its symbols are compared as machine code
-(sassdiff/machine.py: normalised SASS). Only a module whose lowered names or machine code differ is unlike the
+(sassdiff/same_code.py: normalised SASS). Only a module whose lowered names or machine code differ is unlike the
 cache; the fresh one then takes its place there.
 """
 
@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcontract.machine import usable_cores
+from kcontract.capacity import usable_cores
 from kcontract.sassdiff.elf import same_but_process_ids, without_process_ids
-from kcontract.sassdiff.machine import same_machine_code
+from kcontract.sassdiff.same_code import same_machine_code
 
 IDENTICAL, NAMES, MACHINE_CODE, NEW, UNLIKE = "identical", "names", "machine code", "new", "unlike"
 

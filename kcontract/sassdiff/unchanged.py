@@ -1,6 +1,6 @@
 """Patches that plant nothing: a control whose patch leaves every function's machine code as it was.
 
-`check` compares machine code (sassdiff/machine.py: the same bytes, else the same normalised SASS), so a patch
+`check` compares machine code (sassdiff/same_code.py: the same bytes, else the same normalised SASS), so a patch
 that only edits a comment is refused although NVRTC's cubins differ in bytes; a run compares bytes alone, which
 costs no disassembly and still refuses a patch that changes nothing at all. Only modules already built are
 compared, the SMs with the largest cubins first (where code differs soonest), the controls on every core.
@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kcontract.errors import ContractError
-from kcontract.machine import usable_cores
-from kcontract.sassdiff.machine import same_bytes, same_machine_code
+from kcontract.capacity import usable_cores
+from kcontract.sassdiff.same_code import same_bytes, same_machine_code
 
 
 def unchanged_patches(loaded, builds, sass: bool = True) -> list[ContractError]:

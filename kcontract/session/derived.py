@@ -7,7 +7,7 @@ from typing import Callable, ContextManager
 
 from kcontract.builds.builds import Builds
 from kcontract.contract.loader import load_contract
-from kcontract.machine import usable_cores
+from kcontract.capacity import usable_cores
 from kcontract.runner.plan import Selection, plan_tasks
 from kcontract.runner.prebuild import prebuild
 from kcontract.session.preflight import check_machine
@@ -43,13 +43,13 @@ class Derived:
 
     def workers(self, jobs) -> int:
         """`--jobs`, with `auto` as many as the GPU and host hold."""
-        from kcontract.runner.session import auto_jobs
+        from kcontract.runner.run_tasks import auto_jobs
 
         return auto_jobs(self.loaded, gpu=True)[0] if jobs == "auto" else jobs
 
     def run(self, tasks: list[Task], workers: int, progress: Progress) -> tuple[list[Outcome], list[Outcome]]:
         """Run the tasks on the GPU: every outcome, and those of the tasks that finished."""
-        from kcontract.runner.session import run_tasks, work_units
+        from kcontract.runner.run_tasks import run_tasks, work_units
 
         finished: list[Outcome] = []
         with progress(work_units(self.loaded, tasks)) as listener:

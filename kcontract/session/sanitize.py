@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from kcontract.errors import UsageError
-from kcontract.machine import usable_cores
+from kcontract.capacity import usable_cores
 from kcontract.runner.plan import picked
 from kcontract.sanitizer import TOOLS, Finding, Target, sanitize, targets, verdict
 from kcontract.session.preflight import check_machine

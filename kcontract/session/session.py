@@ -13,8 +13,8 @@ from kcontract.cachesize import keep_under_cap
 from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.gatetable import launching
-from kcontract.machine import usable_cores
-from kcontract.receipts.check import needs_gpu
+from kcontract.capacity import usable_cores
+from kcontract.receipts.currency import needs_gpu
 from kcontract.receipts.durations import gate_seconds, newest_whole_receipt
 from kcontract.receipts.receipt import Receipt, ReceiptError
 from kcontract.receipts.stale import plan_stale
@@ -23,7 +23,7 @@ from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
 from kcontract.runner.plan import plan_tasks
 from kcontract.runner.prebuild import prebuild
-from kcontract.runner.session import auto_jobs, run_contract
+from kcontract.runner.run_tasks import auto_jobs, run_contract
 from kcontract.runner.shard import shard_tasks
 from kcontract.session.options import RunOptions
 from kcontract.session.preflight import Ready, check_machine

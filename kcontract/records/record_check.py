@@ -1,4 +1,5 @@
-"""Gate 5: every CUDA entry compiled for every target SM, compared with records/, limit problems counted."""
+"""Launch records checked (gate 5): every CUDA entry compiled for every target SM, compared with records/, limit
+ problems counted."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ class ControlVerdict:
 
 
 @dataclass
-class Gate5Report:
+class RecordsReport:
     """Gate 5 over a contract: rows per entry x symbol x SM, stale notes, limit problems, controls, findings."""
 
     toolchain: Toolchain
@@ -114,7 +115,7 @@ class Gate5Report:
         return [c for c in self.controls if not c.red]
 
 
-def gate5_kernels(loaded) -> list:
+def recorded_kernels(loaded) -> list:
     """The CUDA kernels of the gate-5 entries and gate-5 controls."""
     return [e.kernel.cuda for e in _entries(loaded)] + [c.kernel.cuda for c in _controls(loaded)]
 
@@ -207,13 +208,13 @@ def _worse(rows: list[Row], found: list[Row]) -> list[Row]:
 
 
 def check_records(loaded, update: bool = False, *, root: Path | None = None, builds: Builds | None = None,
-                  jobs: int | None = None, strict: bool = False) -> Gate5Report:
+                  jobs: int | None = None, strict: bool = False) -> RecordsReport:
     """Gate 5 for a whole LoadedContract (its kernels from `builds`, the session's, else made here); with update,
     rewrite records and baseline first and list the changes."""
     builds = builds or Builds.of(loaded, jobs=jobs)
     entries, controls = _entries(loaded), _controls(loaded)
-    built = builds.build(gate5_kernels(loaded), loaded.targets)
-    report = Gate5Report(built.toolchain, loaded.targets, root or records_root(loaded), strict)
+    built = builds.build(recorded_kernels(loaded), loaded.targets)
+    report = RecordsReport(built.toolchain, loaded.targets, root or records_root(loaded), strict)
     report.build = built
     report.compile_failures = list(built.failures)
     fresh: dict[str, dict] = {}
@@ -343,7 +344,7 @@ def compare(name: str, committed: dict | None, fresh: dict, targets: list[str], 
     return rows, notes
 
 
-def _update(loaded, report: Gate5Report, fresh: dict[str, dict]) -> None:
+def _update(loaded, report: RecordsReport, fresh: dict[str, dict]) -> None:
     """Rewrite every entry's record for the toolchain in use, drop record files of entries that are gone (of every
     toolchain), rewrite the baseline; list the changes."""
     names = {e.name for e in _entries(loaded)}

@@ -2,7 +2,7 @@
 
 The row's kernel is built twice with the toolchain in use, for every target SM it builds, by the contract's
 `Builds`: from the files at the commit the row ran at (each checked against the sha256 the row recorded: its other
-revision) and from the files now. Where every symbol of the row has the same machine code (sassdiff/machine.py:
+revision) and from the files now. Where every symbol of the row has the same machine code (sassdiff/same_code.py:
 bytes, else normalised SASS) and every exported constant the same value on every SM, the change did not reach
 what ran. This is `kcontract sass-diff`'s
 comparison, made for one row.
@@ -17,7 +17,7 @@ from pathlib import Path
 from kcontract.builds.builds import Builds
 from kcontract.errors import KContractError
 from kcontract.identity import file_sha256
-from kcontract.sassdiff.machine import same_machine_code
+from kcontract.sassdiff.same_code import same_machine_code
 from kcontract.sassdiff.revision import checkout, repo_root
 from kcontract.toolchain.exports import ExportError, module_exports
 

@@ -9,8 +9,8 @@ import click
 from kcontract.commands.common import Jobs, contract_option, err, out, strict_records_option, user_errors
 from kcontract.commands.compiling import CompileProgress
 from kcontract.exitcodes import ExitCode
-from kcontract.machine import usable_cores
-from kcontract.session.check import check_contract
+from kcontract.capacity import usable_cores
+from kcontract.session.contract_check import check_contract
 from kcontract.session.session import Session
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from kcontract.receipts.carried import entry_source_sha256
 from kcontract.receipts.plots import receipt_plots, redraw_command
 from kcontract.receipts.judge import CURRENT, FAILED, MISSING, ORPHANED, STALE, RowJudgement, judge_rows
-from kcontract.receipts.machine import MachineCode
+from kcontract.receipts.machine_code import MachineCode
 from kcontract.receipts.receipt import NewerReceipt, NotAReceipt, Receipt, ReceiptError
 from kcontract.receipts.schema import RECEIPTS_DIR, receipt_name
 

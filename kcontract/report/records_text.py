@@ -1,10 +1,10 @@
-"""How gate 5, compile failures and receipts print: shared by `check` and `records`."""
+"""How launch records (gate 5), compile failures and receipts print: shared by `check` and `records`."""
 
 from __future__ import annotations
 
 from rich.console import Console
 
-from kcontract.records.gate5 import Gate5Report
+from kcontract.records.record_check import RecordsReport
 from kcontract.sms import sm_number
 from kcontract.sms import SOURCE, limits_for
 from kcontract.report.tabular import print_rows
@@ -27,7 +27,7 @@ def capped(lines: list[str], limit: int = SHOWN) -> list[str]:
     return lines[:limit] + ([f"... and {len(lines) - limit} more"] if len(lines) > limit else [])
 
 
-def gate5_lines(report: Gate5Report) -> list[str]:
+def records_lines(report: RecordsReport) -> list[str]:
     """What is wrong with gate 5, one line each: stale or missing records, new limit problems, controls."""
     lines = [f"gate 5: {e}" for e in report.errors] + _record_lines(report)
     lines += [f"gate 5: {n}" for n in report.notes]
@@ -40,7 +40,7 @@ def gate5_lines(report: Gate5Report) -> list[str]:
                     f"over a limit{(' (' + c.note + ')') if c.note else ''}" for c in report.missed_controls]
 
 
-def _record_lines(report: Gate5Report) -> list[str]:
+def _record_lines(report: RecordsReport) -> list[str]:
     """Stale or missing records, a line per owner, status and detail, capped."""
     grouped: dict[tuple, list] = {}
     for row in report.rows:
@@ -57,7 +57,7 @@ def _roles_on(rows: list) -> str:
     return f"{', '.join(roles)} on {', '.join(sms)}"
 
 
-def control_lines(report: Gate5Report) -> list[str]:
+def control_lines(report: RecordsReport) -> list[str]:
     """One line per gate-5 control: red as planted (and why) or missed."""
     lines = []
     for c in report.controls:
@@ -74,7 +74,7 @@ def control_lines(report: Gate5Report) -> list[str]:
     return lines
 
 
-def gate5_summary(report: Gate5Report) -> str:
+def records_summary(report: RecordsReport) -> str:
     """`14 current, 0 stale, 0 missing, 0 limit problems (baseline 0)`, with rows of no record of this toolchain and
     its findings where there are any."""
     stale = report.count("stale") + len(report.notes)
@@ -86,7 +86,7 @@ def gate5_summary(report: Gate5Report) -> str:
                if report.findings else ""))
 
 
-def finding_lines(report: Gate5Report) -> list[str]:
+def finding_lines(report: RecordsReport) -> list[str]:
     """Gate 5's toolchain findings, one line each (failures under --strict-records, printed there instead)."""
     return [] if report.strict else [f"gate 5: {f}" for f in report.findings]
 
@@ -97,7 +97,7 @@ LIMIT_COLUMNS = ("SM", "threads/block", "threads/SM", "blocks/SM", "regs/SM", "r
                  "max smem/block (opt-in)", "reserved smem/block")
 
 
-def print_records(console: Console, report: Gate5Report) -> None:
+def print_records(console: Console, report: RecordsReport) -> None:
     """Every entry symbol x SM with its record facts and status."""
     rows = []
     for row in report.rows:

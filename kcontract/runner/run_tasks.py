@@ -9,8 +9,8 @@ from typing import Callable
 from kcontract.builds.builds import Builds
 from kcontract.contract.loaded import LoadedContract
 from kcontract.family.cases import family_cases, main_cases
-from kcontract.machine import free_gpu_memory, physical_memory, size_text, usable_cores
-from kcontract.records.gate5 import orphan_records
+from kcontract.capacity import free_gpu_memory, physical_memory, size_text, usable_cores
+from kcontract.records.record_check import orphan_records
 from kcontract.runner.budget import WORKER_DEVICE_FLOOR, device_budget
 from kcontract.runner.job import jobs_for
 from kcontract.runner.plan import device_bytes

@@ -10,9 +10,9 @@ from typing import Callable
 from kcontract.cachedir import cache_root
 from kcontract.cachesize import keep_under_cap
 from kcontract.errors import EnvironmentProblem
-from kcontract.receipts.check import ReceiptReport, check_receipts
-from kcontract.records.gate5 import Gate5Report, check_records
-from kcontract.report.gate5_text import compile_failures, control_lines, finding_lines, gate5_lines, gate5_summary
+from kcontract.receipts.currency import ReceiptReport, check_receipts
+from kcontract.records.record_check import RecordsReport, check_records
+from kcontract.report.records_text import compile_failures, control_lines, finding_lines, records_lines, records_summary
 from kcontract.sassdiff.recompiled import Recompiled, judge_recompiled
 from kcontract.sassdiff.unchanged import unchanged_patches
 from kcontract.session.preflight import check_machine
@@ -45,7 +45,7 @@ class _Found:
     missing: int = 0
     units: int = 0
     built: object = None
-    records: Gate5Report | None = None
+    records: RecordsReport | None = None
     receipts: ReceiptReport | None = None
     toolchain: object = None
     recompiled: Recompiled | None = None  # every module compiled afresh, against the cache (--recompile)
@@ -66,7 +66,7 @@ def check_contract(session, strict_records: bool, strict_receipts: bool, say: Ca
         checked.problems += compile_failures(found.built.failures) + _recompiled(session, found)
         _refuse_unchanged(loaded, session.builds, say)
         found.records = check_records(loaded, builds=session.builds, strict=strict_records)
-        checked.problems += gate5_lines(found.records)
+        checked.problems += records_lines(found.records)
         checked.lines += control_lines(found.records) + finding_lines(found.records)
     found.receipts = check_receipts(loaded, strict=strict_receipts, built=session.builds if found.built else None)
     checked.problems += found.receipts.problems
@@ -136,7 +136,7 @@ def _compiled_text(loaded, found: _Found) -> str:
     failed = len({(f.unit.ident, f.sm) for f in built.failures})
     again = f"; {found.recompiled.text()}" if found.recompiled else ""
     return (f"{_compiles(found)} compiles ({found.units} sources x {len(sms)} SMs, {built.cached} cached{again}), "
-            f"{failed} failed; gate 5: {gate5_summary(report)}; gate-5 controls: "
+            f"{failed} failed; gate 5: {records_summary(report)}; gate-5 controls: "
             f"{sum(c.red for c in report.controls)} red as planted, {len(report.missed_controls)} missed; "
             f"toolchain {found.toolchain.id}")
 
