@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kcontract.contract.loader import load_contract
 from kcontract.runner.budget import WORKER_DEVICE_FLOOR, DeviceBudget, device_budget
-from kcontract.runner.plan import Selection, device_bytes, plan_tasks
+from kcontract.session.plan import Selection, device_bytes, plan_tasks
 from tests.helpers.cli import kcontract
 from tests.helpers.exits import out_of_memory_project
 
@@ -71,15 +71,15 @@ def test_a_task_out_of_memory_beside_others_runs_again_alone_before_anything_is_
 
 
 def test_a_whole_run_on_a_fake_80_gb_card_never_holds_more_than_the_card(monkeypatch):
-    from kcontract.runner import run_tasks
+    from kcontract.session import workers
 
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
     tasks = plan_tasks(loaded, "contract.yaml", Selection())
     free = int(78.7 * GIB)
-    monkeypatch.setattr(run_tasks, "free_gpu_memory", lambda: free)
-    monkeypatch.setattr(run_tasks, "usable_cores", lambda: 16)
-    monkeypatch.setattr(run_tasks, "physical_memory", lambda: 128 * GIB)
-    jobs, _ = run_tasks.auto_jobs(loaded, gpu=True)
+    monkeypatch.setattr(workers, "free_gpu_memory", lambda: free)
+    monkeypatch.setattr(workers, "usable_cores", lambda: 16)
+    monkeypatch.setattr(workers, "physical_memory", lambda: 128 * GIB)
+    jobs, _ = workers.auto_jobs(loaded, gpu=True)
     budget = device_budget(tasks, jobs, free)
     held, peak, lock = [0], [0], threading.Lock()
 

@@ -18,7 +18,7 @@ from kcontract.gatetable import records_gate
 from kcontract.launch import launcher_for
 from kcontract.runner.execute import execute
 from kcontract.runner.job import jobs_for
-from kcontract.runner.plan import Selection, plan_tasks
+from kcontract.session.plan import Selection, plan_tasks
 from kcontract.toolchain import build as toolchain_build
 from tests.helpers import fake_cupy
 from tests.helpers.call_path import modules_entered, modules_until, route

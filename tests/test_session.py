@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kcontract.errors import UsageError
-from kcontract.runner.plan import Selection
-from kcontract.runner.shard import parse_shard
+from kcontract.session.plan import Selection
+from kcontract.session.shard import parse_shard
 from kcontract.session.options import RunOptions
 from kcontract.session.session import Session
 

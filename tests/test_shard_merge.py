@@ -19,9 +19,9 @@ from kcontract.receipts.judge import judge_rows
 from kcontract.receipts.receipt import Receipt
 from kcontract.receipts.schema import KIND
 from kcontract.receipts.write import run_receipt
-from kcontract.runner.plan import Selection, plan_tasks
+from kcontract.session.plan import Selection, plan_tasks
 from tests.helpers.receipts import passing_document
-from kcontract.runner.shard import (
+from kcontract.session.shard import (
     Shard,
     assign,
     recorded_seconds,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from kcontract.contract.loader import load_contract
 from kcontract.receipts.durations import gate_seconds
-from kcontract.runner.plan import start_order
+from kcontract.runner.order import start_order
 from kcontract.builds.builds import Builds
-from kcontract.runner.prebuild import prebuild
+from kcontract.session.prebuild import prebuild
 from kcontract.verdict.outcome import Task
 from kcontract.receipts.receipt import Receipt
 from kcontract.receipts.schema import FORMAT, KIND

@@ -12,9 +12,9 @@ from kcontract.commands.run_report import report_run
 from kcontract.commands.sanitize_mode import sanitize_run
 from kcontract.gatetable import NUMBERS
 from kcontract.report.progress import RunProgress
-from kcontract.runner.plan import Selection
-from kcontract.runner.run_tasks import work_units
-from kcontract.runner.shard import parse_shard
+from kcontract.session.plan import Selection
+from kcontract.session.run_result import work_units
+from kcontract.session.shard import parse_shard
 from kcontract.session.options import RunOptions
 from kcontract.session.session import Session
 

@@ -11,7 +11,7 @@ import pytest
 from kcontract.contract.loaded import LoadedContract
 from kcontract.contract.model import KernelRef
 from kcontract.errors import KContractError
-from kcontract.runner.plan import Selection
+from kcontract.session.plan import Selection
 from kcontract.session.options import RunOptions
 from kcontract.session.session import Session
 from kcontract.verdict.outcome import Task

@@ -22,7 +22,7 @@ from typing import Callable
 from kcontract.capacity import usable_cores
 from kcontract.runner.budget import DeviceBudget
 
-from kcontract.runner.plan import start_order
+from kcontract.runner.order import start_order
 from kcontract.runner.job import Job
 from kcontract.verdict.outcome import Outcome, Progress
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from kcontract.errors import UsageError
-from kcontract.runner.plan import picked
+from kcontract.session.plan import picked
 from kcontract.receipts.carried import carried_bench, measured_for
 from kcontract.receipts.receipt import Receipt, ReceiptError
 from kcontract.session.outputs import measured_at, require_receipt

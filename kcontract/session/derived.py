@@ -8,8 +8,8 @@ from typing import Callable, ContextManager
 from kcontract.builds.builds import Builds
 from kcontract.contract.loader import load_contract
 from kcontract.capacity import usable_cores
-from kcontract.runner.plan import Selection, plan_tasks
-from kcontract.runner.prebuild import prebuild
+from kcontract.session.plan import Selection, plan_tasks
+from kcontract.session.prebuild import prebuild
 from kcontract.session.preflight import check_machine
 from kcontract.verdict.outcome import Outcome, Task
 
@@ -43,13 +43,14 @@ class Derived:
 
     def workers(self, jobs) -> int:
         """`--jobs`, with `auto` as many as the GPU and host hold."""
-        from kcontract.runner.run_tasks import auto_jobs
+        from kcontract.session.workers import auto_jobs
 
         return auto_jobs(self.loaded, gpu=True)[0] if jobs == "auto" else jobs
 
     def run(self, tasks: list[Task], workers: int, progress: Progress) -> tuple[list[Outcome], list[Outcome]]:
         """Run the tasks on the GPU: every outcome, and those of the tasks that finished."""
-        from kcontract.runner.run_tasks import run_tasks, work_units
+        from kcontract.runner.run_tasks import run_tasks
+        from kcontract.session.run_result import work_units
 
         finished: list[Outcome] = []
         with progress(work_units(self.loaded, tasks)) as listener:

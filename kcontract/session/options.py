@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kcontract.errors import UsageError
-from kcontract.runner.plan import Selection
-from kcontract.runner.shard import Shard
+from kcontract.session.plan import Selection
+from kcontract.session.shard import Shard
 
 PARTIAL = "--only, --control, --gate, --case and --no-controls"
 

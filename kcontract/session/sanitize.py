@@ -10,7 +10,7 @@ from typing import Callable
 
 from kcontract.errors import UsageError
 from kcontract.capacity import usable_cores
-from kcontract.runner.plan import picked
+from kcontract.session.plan import picked
 from kcontract.sanitizer import TOOLS, Finding, Target, sanitize, targets, verdict
 from kcontract.session.preflight import check_machine
 

@@ -21,10 +21,11 @@ from kcontract.receipts.stale import plan_stale
 from kcontract.receipts.write import run_receipt
 from kcontract.report.json_report import run_document, write_json
 from kcontract.report.junit import junit_document, write_junit
-from kcontract.runner.plan import plan_tasks
-from kcontract.runner.prebuild import prebuild
-from kcontract.runner.run_tasks import auto_jobs, run_contract
-from kcontract.runner.shard import shard_tasks
+from kcontract.session.plan import plan_tasks
+from kcontract.session.prebuild import prebuild
+from kcontract.session.run_result import run_contract
+from kcontract.session.workers import auto_jobs
+from kcontract.session.shard import shard_tasks
 from kcontract.session.options import RunOptions
 from kcontract.session.preflight import Ready, check_machine
 from kcontract.verdict.outcome import Task

@@ -20,16 +20,7 @@ def prebuild(loaded, builds, tasks: list[Task], device_sm: str | None) -> str | 
     entry's for the SM the parent reads exports from; one line saying what was built, or None when nothing was.
     Failures are left to the tasks, which report them by gate; a control's patch that changes no machine code is a
     ContractError."""
-    kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
-    own = None if device_sm is None else [target_for(device_sm, loaded.targets)]
-    needs: dict[tuple, tuple[object, set[str]]] = {}
-    for task in tasks:
-        cuda = kernels[task.name].cuda
-        if cuda is None:
-            continue
-        every = own is None or RECORDS_GATE in task.gates
-        exports = builds.exports_sms() if task.kind == "entry" else []  # a control's job takes its entry's exports
-        needs.setdefault(builds.unit(cuda).ident, (cuda, set()))[1].update(loaded.targets if every else own + exports)
+    needs = _needs(loaded, builds, tasks, device_sm)
     if not needs:
         return None
     began = time.monotonic()
@@ -44,6 +35,21 @@ def prebuild(loaded, builds, tasks: list[Task], device_sm: str | None) -> str | 
     most = max(len(set(sms) - set(built.skipped)) for sms in groups)
     return (f"compile: {built.compiled + built.cached} cubins ({len(needs)} sources on up to {most} SMs), "
             f"{built.cached} cached, {len(built.failures)} failed, {time.monotonic() - began:.1f} s")
+
+
+def _needs(loaded, builds, tasks: list[Task], device_sm: str | None) -> dict[tuple, tuple[object, set[str]]]:
+    """Each CUDA unit the tasks load, by ident: one of its kernels and the SMs it is needed for."""
+    kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
+    own = None if device_sm is None else [target_for(device_sm, loaded.targets)]
+    needs: dict[tuple, tuple[object, set[str]]] = {}
+    for task in tasks:
+        cuda = kernels[task.name].cuda
+        if cuda is None:
+            continue
+        every = own is None or RECORDS_GATE in task.gates
+        exports = builds.exports_sms() if task.kind == "entry" else []  # a control's job takes its entry's exports
+        needs.setdefault(builds.unit(cuda).ident, (cuda, set()))[1].update(loaded.targets if every else own + exports)
+    return needs
 
 
 def merged(builds: list[Build]) -> Build:

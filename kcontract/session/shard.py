@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kcontract.contract.loaded import LoadedContract
 from kcontract.errors import UsageError
 from kcontract.receipts.durations import newest_whole_receipt, row_seconds
-from kcontract.runner.plan import weight
+from kcontract.session.plan import weight
 from kcontract.verdict.outcome import Task
 
 MAX_SHARDS = 64
@@ -51,17 +51,28 @@ def recorded_seconds(loaded: LoadedContract) -> tuple[dict[tuple[str, str], floa
 def unit_costs(loaded: LoadedContract, tasks: list[Task], recorded: dict[tuple[str, str], float]) -> dict[str, float]:
     """Expected seconds of each entry's unit: recorded seconds of its entry and controls where there are some,
     else weight x gate runs, scaled to seconds by the pieces that have recorded ones."""
-    pieces: dict[tuple[str, str], tuple[str, int]] = {}  # (kind, name) -> (its unit's entry, gate runs)
-    for task in tasks:
-        runs = pieces.get((task.kind, task.name), (task.entry, 0))[1]
-        pieces[(task.kind, task.name)] = (task.entry, runs + len(task.gates))
+    pieces = _pieces(tasks)
     guess = {key: max(weight(loaded.entry(unit)), 1) * runs for key, (unit, runs) in pieces.items()}
-    known = [key for key in pieces if key in recorded]
-    scale = (sum(recorded[k] for k in known) / sum(guess[k] for k in known) if known else 0.0) or 1.0
+    scale = _scale(guess, recorded)
     costs: dict[str, float] = {}
     for key, (unit, _) in pieces.items():
         costs[unit] = costs.get(unit, 0.0) + (recorded[key] if key in recorded else guess[key] * scale)
     return costs
+
+
+def _pieces(tasks: list[Task]) -> dict[tuple[str, str], tuple[str, int]]:
+    """(kind, name) -> (its unit's entry, gate runs), in plan order."""
+    pieces: dict[tuple[str, str], tuple[str, int]] = {}
+    for task in tasks:
+        runs = pieces.get((task.kind, task.name), (task.entry, 0))[1]
+        pieces[(task.kind, task.name)] = (task.entry, runs + len(task.gates))
+    return pieces
+
+
+def _scale(guess: dict[tuple[str, str], int], recorded: dict[tuple[str, str], float]) -> float:
+    """Seconds per unit of guessed weight, from the pieces that have recorded seconds (1.0 where none has)."""
+    known = [key for key in guess if key in recorded]
+    return (sum(recorded[k] for k in known) / sum(guess[k] for k in known) if known else 0.0) or 1.0
 
 
 def assign(costs: dict[str, float], count: int) -> list[list[str]]:
@@ -93,13 +104,22 @@ def shard_tasks(loaded: LoadedContract, tasks: list[Task], shard: Shard) -> Shar
     number = {name: i + 1 for i, names in enumerate(assign(costs, shard.count)) for name in names}
     mine = [t for t in tasks if number[t.entry] == shard.index]
     covered = {kind: list(dict.fromkeys(t.name for t in mine if t.kind == kind)) for kind in ("entry", "control")}
-    share = sum(costs[n] for n in number if number[n] == shard.index) / (sum(costs.values()) or 1.0)
+    share = _share(costs, number, shard.index)
     line = (f"--shard {shard}: {len(covered['entry'])} of {len(loaded.entries)} entries and "
             f"{len(covered['control'])} of {len(loaded.controls)} controls, {share:.0%} of the expected time "
             f"(from {source or 'case sizes: no receipt of the whole contract yet'})")
-    split = {key: [[name, number[entry]] for name, entry in dict.fromkeys((t.name, t.entry) for t in tasks
-                                                                          if t.kind == kind)]
-             for kind, key in (("entry", "entries"), ("control", "controls"))}
-    covers = {"shard": str(shard), "split": split,
+    covers = {"shard": str(shard), "split": _split(tasks, number),
               "covered": {"entries": covered["entry"], "controls": covered["control"]}}
     return ShardPlan(mine, covers, line)
+
+
+def _share(costs: dict[str, float], number: dict[str, int], index: int) -> float:
+    """The share of the expected seconds that shard `index` takes."""
+    return sum(costs[n] for n in number if number[n] == index) / (sum(costs.values()) or 1.0)
+
+
+def _split(tasks: list[Task], number: dict[str, int]) -> dict[str, list[list]]:
+    """The shard number of every entry and control of the whole run, in plan order."""
+    return {key: [[name, number[entry]] for name, entry in dict.fromkeys((t.name, t.entry) for t in tasks
+                                                                         if t.kind == kind)]
+            for kind, key in (("entry", "entries"), ("control", "controls"))}

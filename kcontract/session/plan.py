@@ -1,0 +1,144 @@
+"""Which tasks a run makes from the contract and the selection options; every option must match something."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+from dataclasses import dataclass
+
+from kcontract.contract.loaded import LoadedContract
+from kcontract.errors import UsageError
+from kcontract.family.cases import family_cases, main_cases
+from kcontract.gatetable import gate
+from kcontract.verdict.outcome import Task
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user asked `run` for."""
+
+    only: tuple[str, ...] = ()
+    controls: tuple[str, ...] = ()
+    gate: int | None = None
+    case: str | None = None
+    seed: int | None = None
+    no_controls: bool = False
+    strict_records: bool = False
+
+    @property
+    def partial(self) -> bool:
+        """Whether the run leaves part of the contract out."""
+        return bool(self.only or self.controls or self.gate is not None or self.case is not None or
+                    self.no_controls)
+
+
+def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache: bool = True) -> list[Task]:
+    """One task per entry and gate, largest entries first, then control tasks (each runs the gate it is planted
+    at, after the entries whose references it shares); options that match nothing fail."""
+    entries = _chosen_entries(loaded, contract_path, sel)
+    controls = _chosen_controls(loaded, sel, {e.name for e in entries})
+    seed = loaded.seed if sel.seed is None else sel.seed
+    task = functools.partial(Task, contract_path=contract_path, seed=seed, case=sel.case, cache=cache,
+                             strict_records=sel.strict_records)
+    tasks = _entry_tasks(loaded, sel, entries, task) + _control_tasks(loaded, sel, controls, task)
+    _refuse_empty(loaded, tasks, sel, [e.name for e in entries] + [c.entry for c in controls])
+    return [t for t in tasks if t.gates]
+
+
+def _entry_tasks(loaded: LoadedContract, sel: Selection, entries: list, task) -> list[Task]:
+    """A task per entry and gate, the heaviest entries first."""
+    return [task("entry", e.name, e.name, gates=[gate], timeout=e.timeout, device_bytes=device_bytes(e))
+            for e in sorted(entries, key=lambda e: -weight(e)) for gate in _gates_for(loaded, sel, e.name)]
+
+
+def _control_tasks(loaded: LoadedContract, sel: Selection, controls: list, task) -> list[Task]:
+    """A task per control, at the gate it is planted at, with its entry's time limit unless it has its own."""
+    return [task("control", c.name, c.entry, gates=_gates_for(loaded, sel, c.entry, c.gate),
+                 timeout=c.timeout or loaded.entry(c.entry).timeout, device_bytes=device_bytes(loaded.entry(c.entry)))
+            for c in controls]
+
+
+def _chosen_entries(loaded: LoadedContract, contract_path: str, sel: Selection) -> list:
+    """The entries `--only` picks (none where `--control` names controls); a glob or control that matches nothing
+    is a usage error."""
+    entries = [e for e in loaded.entries if picked(e.name, sel.only)]
+    if sel.only and not entries:
+        names = [e.name for e in loaded.entries]
+        raise UsageError(f"--only {' '.join(sel.only)} matches no entry; entries: {_few(names)}")
+    _refuse_unknown_controls(loaded, contract_path, sel)
+    return [] if sel.controls else entries
+
+
+def _refuse_unknown_controls(loaded: LoadedContract, contract_path: str, sel: Selection) -> None:
+    """A `--control` that names no control of the contract is a usage error listing those it has."""
+    missing = [c for c in sel.controls if c not in {k.name for k in loaded.controls}]
+    if missing:
+        raise UsageError(f"--control {', '.join(missing)}: no such control in {contract_path}; controls: "
+                         f"{_few([c.name for c in loaded.controls])}")
+
+
+def _chosen_controls(loaded: LoadedContract, sel: Selection, chosen: set[str]) -> list:
+    """The controls named, else those planted on the chosen entries (at `--gate` where given)."""
+    if sel.no_controls:
+        return []
+    controls = [c for c in loaded.controls if c.name in sel.controls or (not sel.controls and c.entry in chosen)]
+    if sel.gate is not None and not sel.controls:
+        controls = [c for c in controls if c.gate == sel.gate]
+    return controls
+
+
+def _gates_for(loaded: LoadedContract, sel: Selection, entry_name: str, planted: int | None = None) -> list[int]:
+    """The entry's gates the selection keeps (`planted`: only a control's gate), with `--case` among their cases."""
+    entry = loaded.entry(entry_name)
+    gates = [g for g in entry.gates if (sel.gate is None or g == sel.gate) and (planted is None or g == planted)]
+    if sel.case is not None:
+        gates = [g for g in gates if sel.case in family_cases(entry.family, g)]
+    return gates
+
+
+def picked(name: str, globs: tuple[str, ...]) -> bool:
+    """Whether `--only` globs pick the name (no globs pick every name)."""
+    return not globs or any(fnmatch.fnmatch(name, g) for g in globs)
+
+
+def device_bytes(entry) -> int:
+    """Device memory the entry's largest case holds where a GPU runs it: its calls' buffers (a kernel on the
+    device), its drawn inputs and reference, and the reference's working arrays (references compute on the GPU
+    there). A worker's memory pool is capped at it (runner/execute.py)."""
+    family, on_device = entry.family, entry.kernel.cuda is not None or bool(entry.kernel.python and entry.kernel.device)
+    return max((family.case_bytes(c) + (family.case_buffer_bytes(c) if on_device else 0) +
+                family.reference_device_bytes(c) for c in main_cases(family)), default=0)
+
+
+def weight(entry) -> int:
+    """How heavy an entry's gates are: the host bytes of its largest case."""
+    family = entry.family
+    return max((family.case_bytes(c) for c in main_cases(family)), default=0)
+
+
+def _refuse_empty(loaded: LoadedContract, tasks: list[Task], sel: Selection, considered: list[str]) -> None:
+    """A selection that leaves nothing to check is a usage error that says why."""
+    if not any(t.gates for t in tasks):
+        raise _nothing_matches(loaded, sel, considered)
+    for task in tasks:
+        if not task.gates and task.kind == "control" and task.name in sel.controls:
+            raise UsageError(f"--control {task.name}: nothing of it matches --gate/--case")
+
+
+def _nothing_matches(loaded: LoadedContract, sel: Selection, considered: list[str]) -> UsageError:
+    """Why a selection holds nothing to check: the case, the gate, or nothing at all."""
+    subject = ", ".join(sorted(set(considered))[:6]) or "the selected entries"
+    if sel.case is not None:
+        known = sorted({c for name in set(considered) for g in loaded.entry(name).gates
+                        for c in family_cases(loaded.entry(name).family, g)})
+        return UsageError(f"--case {sel.case}: {subject} has no such case"
+                          f"{' under --gate ' + str(sel.gate) if sel.gate else ''}; cases: {_few(known)}")
+    if sel.gate is not None:
+        why = f" (gate {sel.gate} checks launch records of CUDA kernels)" if not gate(sel.gate).launches else ""
+        return UsageError(f"--gate {sel.gate}: {subject} runs no gate {sel.gate}{why}")
+    return UsageError("nothing to run: the selection holds no entry or control")
+
+
+def _few(names: list[str]) -> str:
+    """Up to eight names and a count of the rest."""
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "") if names else "none"
