@@ -21,7 +21,6 @@ from kcontract.commands.common import contract_option, user_errors
 from kcontract.contract.imports import add_import_roots, import_roots
 from kcontract.contract.kernels import fill_symbols, one_line, python_kernel_problem
 from kcontract.atomicfile import new_file_mode
-from kcontract.contract.loader import load_contract
 from kcontract.contract.model import PYTHON_TARGET, CudaKernel, Entry, KernelRef
 from kcontract.contract.paths import inside
 from kcontract.contract.yaml_lines import LineLoader, load_yaml
@@ -29,6 +28,7 @@ from kcontract.errors import ContractError, KContractError, UsageError
 from kcontract.exitcodes import ExitCode
 from kcontract.family.base import Family
 from kcontract.family.registry import family_class, family_names
+from kcontract.session.session import Session
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 HEADER = """\
@@ -175,7 +175,7 @@ def _summary(doc: str | None, width: int = 100) -> str:
 def _entry_names(contract_path: str) -> dict[str, int | None]:
     """The existing contract's entry names and lines; it must load before anything is added to it."""
     try:
-        loaded = load_contract(contract_path)
+        loaded = Session(contract_path).loaded
     except ContractError as error:
         raise UsageError(f"{error.message}; the existing contract must load before an entry is added: fix it first "
                          f"(nothing written)") from None
@@ -341,7 +341,7 @@ def _write(text: str, target: Path, contract_path: str) -> None:
     temp = Path(handle.name)
     try:
         try:
-            load_contract(str(temp))
+            Session(str(temp))
         except ContractError as error:
             message = error.message.replace(str(temp), contract_path)
             raise UsageError(f"{message} (in the would-be contract; nothing written)") from None

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from kcontract.commands.common import contract_option, out, user_errors
-from kcontract.contract.loader import load_contract
 from kcontract.family.cases import main_cases
 from kcontract.report.tabular import print_rows
+from kcontract.session.session import Session
 from kcontract.verdict.summary import plural
 
 
@@ -16,7 +16,7 @@ from kcontract.verdict.summary import plural
 @user_errors
 def list_command(contract_path: str) -> None:
     """List entries, their family, kernel, cases and gates, then the controls."""
-    loaded = load_contract(contract_path)
+    loaded = Session(contract_path).loaded
     title = f"{contract_path}: {plural(len(loaded.entries), 'entry', 'entries')}"
     print_rows(out, title, ("entry", "family", "kernel", "cases", "gates"),
                [(e.name, e.family_name, e.kernel_label, ", ".join(main_cases(e.family)), " ".join(map(str, e.gates)))

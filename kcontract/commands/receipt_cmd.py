@@ -11,7 +11,6 @@ from pathlib import Path
 import click
 
 from kcontract.commands.common import contract_option, out, require_writable, user_errors
-from kcontract.contract.loader import load_contract
 from kcontract.errors import UsageError
 from kcontract.exitcodes import ExitCode
 from kcontract.receipts.currency import check_receipts
@@ -21,6 +20,7 @@ from kcontract.receipts.receipt import Receipt, ReceiptError
 from kcontract.receipts.schema import RECEIPTS_DIR
 from kcontract.receipts.upgrade import upgrade as upgraded
 from kcontract.report.receipt import receipt_markdown
+from kcontract.session.session import Session
 
 
 @click.group("receipt", short_help="Show, check, merge or upgrade run receipts.")
@@ -58,7 +58,7 @@ strict_option = click.option("--strict", is_flag=True,
 @user_errors
 def check(contract_path: str, strict: bool) -> None:
     """Judge every receipt beside the contract row by row: stale, missing, orphaned or failed rows fail."""
-    report = check_receipts(load_contract(contract_path, import_kernels=False), strict=strict)
+    report = check_receipts(_contract(contract_path), strict=strict)
     for line in report.problems:
         out.print(f"FAIL {line}", markup=False)
     for line in report.notes:
@@ -76,7 +76,7 @@ def check(contract_path: str, strict: bool) -> None:
 def merge(contract_path: str, paths: tuple[str, ...], output: str) -> None:
     """Join the receipts of `kcontract run --shard I/N --receipt` into one of the whole contract per GPU kind;
     exit with the merged run's exit code."""
-    merged = merge_receipts(load_contract(contract_path, import_kernels=False), list(paths))
+    merged = merge_receipts(_contract(contract_path), list(paths))
     targets = output_paths(output, list(merged))
     for target in targets.values():
         require_writable(output=target)
@@ -96,7 +96,7 @@ def merge(contract_path: str, paths: tuple[str, ...], output: str) -> None:
 def upgrade(contract_path: str, paths: tuple[str, ...]) -> None:
     """Turn receipts of the earlier whole-contract form into rows, in place (default: every such receipt of the
     contract under receipts/); no GPU needed."""
-    loaded = load_contract(contract_path, import_kernels=False)
+    loaded = _contract(contract_path)
     if not paths:
         folder = Path(contract_path).resolve().parent / RECEIPTS_DIR
         paths = tuple(os.path.relpath(p) for p in sorted(folder.glob("*.json")) if _earlier_of(p, loaded))
@@ -120,13 +120,19 @@ def argue(contract_path: str, path: str) -> None:
     no GPU, and only scores whose kernel source is the one measured."""
     if not Receipt.read(path).mutation:
         raise UsageError(f"{path}: no mutation scores; `kcontract mutate ENTRY --receipt {path}` writes them")
-    loaded = load_contract(contract_path, import_kernels=False)
+    loaded = _contract(contract_path)
     require_writable(receipt=path)
     with Receipt.updating(path) as receipt:  # written before printing: a reader that closes the pipe early
         judged = [_reargued(loaded, receipt, name, path) for name in sorted(receipt.mutation)]
     for what in judged:
         verdict = f"left as it was: {what.skipped}" if what.skipped else f"{what.before} % -> {what.after} %"
         out.print(f"argue {what.entry}: {verdict}", markup=False)
+
+
+def _contract(contract_path: str):
+    """The contract, loaded through a session; its Python kernels are not imported (a receipt's rows need them
+    not)."""
+    return Session(contract_path, import_kernels=False).loaded
 
 
 def _reargued(loaded, receipt: Receipt, name: str, path: str):

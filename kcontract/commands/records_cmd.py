@@ -16,10 +16,9 @@ from kcontract.report.records_text import (
     print_limits,
     print_records,
 )
-from kcontract.commands.preflight import preflight
-from kcontract.contract.loader import load_contract
 from kcontract.exitcodes import ExitCode
 from kcontract.records.record_check import check_records
+from kcontract.session.session import Session
 
 
 @click.command("records", short_help="Gate 5's launch records (--update rewrites).")
@@ -31,13 +30,13 @@ from kcontract.records.record_check import check_records
 @user_errors
 def records_command(contract_path: str, update: bool, jobs: int | None, strict_records: bool) -> None:
     """Show gate 5's launch records against fresh compiles; with --update, rewrite them for the toolchain in use."""
-    loaded = load_contract(contract_path)
-    preflight(loaded, contract_path, cuda=True, gpu=False)
-    report = check_records(loaded, update=update, jobs=jobs, strict=strict_records)
+    session = Session(contract_path)
+    session.machine(cuda=True, gpu=False, say=lambda line: err.print(line, markup=False))
+    report = check_records(session.loaded, update=update, jobs=jobs, strict=strict_records)
     failures = compile_failures(report.build.failures) if report.build else []
     if update and (report.errors or failures):
         _refuse_update(report, failures)
-    _show(report, loaded.targets, update, failures)
+    _show(report, session.loaded.targets, update, failures)
     out.print(f"RECORDS {report.toolchain.id} in {report.root}: {records_summary(report)}", markup=False)
     passed = report.passed and not failures and not report.missed_controls
     sys.exit(int(ExitCode.OK if passed else ExitCode.FAILED))

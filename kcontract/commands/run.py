@@ -8,15 +8,14 @@ import click
 
 from kcontract.commands.common import Count, Jobs, contract_option, err, out, strict_records_option, user_errors
 from kcontract.commands.compiling import CompileProgress
-from kcontract.commands.run_report import report_run
+from kcontract.commands.run_report import run_listeners
 from kcontract.commands.sanitize_mode import sanitize_run
 from kcontract.gatetable import NUMBERS
-from kcontract.report.progress import RunProgress
-from kcontract.session.plan import Selection
-from kcontract.session.run_result import work_units
-from kcontract.session.shard import parse_shard
 from kcontract.session.options import RunOptions
+from kcontract.session.plan import Selection
 from kcontract.session.session import Session
+from kcontract.session.shard import parse_shard
+from kcontract.session.writers import writers
 
 
 @click.command("run", short_help="Run every gate and control; print SUMMARY.")
@@ -54,31 +53,8 @@ def run_command(contract_path, only, control_names, gate, case, seed, no_control
         sanitize_run(session, selection, jobs, json_path, refused=bool(receipt_path or junit_path or shard_text))
     options = RunOptions(selection, parse_shard(shard_text) if shard_text is not None else None, receipt_path, stale,
                          recheck, not no_cache, jobs, json_path, junit_path)
-    plan = session.plan(options)
-    say(plan.notes)
-    if options.stale and not plan.tasks:
-        _end(*session.refresh(plan, options, None, None))
-    say(session.prepare(plan, options))
-    with RunProgress(out, work_units(session.loaded, plan.tasks)) as progress:
-        result = session.run(plan, options, progress.step, progress.done)
-    if result.summary.interrupted:
-        err.print(f"interrupted: {progress.finished} of {len(plan.tasks)} tasks finished; nothing written", markup=False)
-        sys.exit(int(result.summary.exit_code))
-    report_run(session, result, profile=profile, verbose=verbose)
-    document = session.document(result)
-    say(session.write(plan, result, document, options))
-    if options.stale:
-        _end(*session.refresh(plan, options, document, result.summary))
-    _end(result.summary.line(), int(result.summary.exit_code))
-
-
-def say(lines: list[str]) -> None:
-    """Lines on stderr, as they are."""
-    for line in lines:
-        err.print(line, markup=False)
-
-
-def _end(line: str, code: int) -> None:
-    """The SUMMARY line, then the exit code."""
-    out.print(line, markup=False)
-    sys.exit(code)
+    listeners = run_listeners(session, profile=profile, verbose=verbose) + writers(session, options)
+    result = session.run(options, listeners)
+    if result.line is not None:
+        out.print(result.line, markup=False)
+    sys.exit(result.exit_code)

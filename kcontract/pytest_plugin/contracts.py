@@ -30,6 +30,7 @@ class ContractRun:
     invocation: Path
     loaded: LoadedContract
     tasks: list[Task]
+    session: Session  # loaded the contract; checks the machine and builds the cubins before the first task
 
     def entry_tasks(self, name: str) -> list[Task]:
         """The entry's tasks, one per gate, by gate."""
@@ -89,7 +90,7 @@ def load_runs(config: pytest.Config, typed: list[str]) -> list[ContractRun]:
         except KContractError as error:
             raise pytest.UsageError(*[f"--kcontract {text}: {line}" for line in error.lines()]) from None
         runs[absolute.resolve()] = ContractRun(text, arg, absolute, absolute.resolve(), invocation, session.loaded,
-                                               tasks)
+                                               tasks, session)
     return list(runs.values())
 
 

@@ -19,7 +19,6 @@ from kcontract.capacity import usable_cores
 from kcontract.runner.execute import execute
 from kcontract.runner.job import jobs_for
 from kcontract.runner.pool import Pool, Workers, in_process
-from kcontract.session.session import ready_for
 from kcontract.verdict.outcome import Outcome, Task
 
 
@@ -52,10 +51,9 @@ class TaskRunner:
         key = str(run.path)
         if key not in self.prepared:
             runnable = [t for t in tasks if gpu_skip_reason(run, t) is None]
-            builds = Builds.of(run.loaded, jobs=usable_cores())
             try:
-                ready, _ = ready_for(run.loaded, run.worker_path(), runnable, builds)  # no output: nothing to say
-                self.prepared[key], self.built[key] = None, (builds, ready.sm)
+                run.session.ready_for(runnable, path=run.worker_path())  # no output: nothing to say
+                self.prepared[key], self.built[key] = None, (run.session.builds, run.session.ready.sm)
             except KContractError as error:
                 self.prepared[key] = "\n".join(f"ERROR: {line}" for line in error.lines())
         return self.prepared[key]

@@ -12,7 +12,6 @@ from kcontract.session.plan import picked
 from kcontract.receipts.carried import carried_bench, measured_for
 from kcontract.receipts.receipt import Receipt, ReceiptError
 from kcontract.session.outputs import measured_at, require_receipt
-from kcontract.session.preflight import check_machine
 
 
 def bench_choice(loaded, only: tuple[str, ...], sizes: dict[str, tuple[int, ...]], receipt: str | None) -> list:
@@ -37,10 +36,7 @@ def _refuse_unknown_sizes(entries: list, sizes: dict[str, tuple[int, ...]]) -> N
 def bench_session(session, entries: list, sizes: dict[str, tuple[int, ...]], repeat: int, json_path: str | None,
                   say: Callable[[str], None], progress: Callable[[str], None]) -> dict:
     """Check the machine, time every entry's calls (`progress` hears each line), write the JSON; the result."""
-    ready = check_machine(session.loaded, session.path, cuda=True, gpu=True, outputs={"json": json_path},
-                          names=[e.name for e in entries])
-    for line in ready.lines:
-        say(line)
+    session.machine(cuda=True, gpu=True, outputs={"json": json_path}, names=[e.name for e in entries], say=say)
     from kcontract.bench.run import bench_entries
 
     result = bench_entries(session.loaded, entries, sizes, repeat, progress)

@@ -15,7 +15,6 @@ from kcontract.records.record_check import RecordsReport, check_records
 from kcontract.report.records_text import compile_failures, control_lines, finding_lines, records_lines, records_summary
 from kcontract.sassdiff.recompiled import Recompiled, judge_recompiled
 from kcontract.sassdiff.unchanged import unchanged_patches
-from kcontract.session.preflight import check_machine
 from kcontract.toolchain.globals import unregistered
 from kcontract.verdict.summary import plural
 
@@ -56,9 +55,7 @@ def check_contract(session, strict_records: bool, strict_receipts: bool, say: Ca
     session's Builds: its jobs, progress and `--recompile` are the session's), run gate 5, refuse controls' patches
     that change nothing, check receipts; `say` hears the stderr lines as they come."""
     loaded, checked, found = session.loaded, Checked(), _Found()
-    ready = check_machine(loaded, session.path, cuda=bool(session.builds.units), gpu=False)
-    for line in ready.lines:
-        say(line)
+    ready = session.machine(cuda=bool(session.builds.units), gpu=False, say=say)
     found.toolchain = ready.toolchain
     checked.problems += _unregistered(session, found)
     found.built = _compile(session, found) if ready.toolchain is not None else None

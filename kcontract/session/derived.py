@@ -5,29 +5,25 @@ from __future__ import annotations
 
 from typing import Callable, ContextManager
 
-from kcontract.builds.builds import Builds
-from kcontract.contract.loader import load_contract
-from kcontract.capacity import usable_cores
 from kcontract.session.plan import Selection, plan_tasks
 from kcontract.session.prebuild import prebuild
-from kcontract.session.preflight import check_machine
+from kcontract.session.session import Session
 from kcontract.verdict.outcome import Outcome, Task
 
 Progress = Callable[[dict[tuple, int]], ContextManager]  # units per Task.key -> a listener with .done(outcome)
 
 
 class Derived:
-    """The written contract, loaded and checked for the GPU (only the notes of folders made are said)."""
+    """The written contract, loaded (a session of its own) and checked for the GPU (only the notes of folders made
+    are said)."""
 
     def __init__(self, contract: str, names: list[str] | None, say: Callable[[str], None]):
         """`names`: the kernels said to need the GPU (None: every entry's)."""
         self.path = contract
-        self.loaded = load_contract(contract)
-        self.builds = Builds.of(self.loaded, jobs=usable_cores())
+        self.session = Session(contract)
+        self.loaded, self.builds = self.session.loaded, self.session.builds
         names = [e.name for e in self.loaded.entries] if names is None else names
-        self.ready = check_machine(self.loaded, contract, cuda=True, gpu=True, names=names)
-        for line in self.ready.said(quiet=True):
-            say(line)
+        self.ready = self.session.machine(cuda=True, gpu=True, names=names, say=say, quiet=True)
 
     def tasks(self, controls) -> list[Task]:
         """The tasks of the named controls."""

@@ -17,7 +17,7 @@ from kcontract.receipts.carried import entry_node_sha256
 from kcontract.receipts.receipt import Receipt
 from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.session.outputs import measured_at, require_receipt
-from kcontract.session.preflight import check_machine, device_target
+from kcontract.session.preflight import device_target
 from kcontract.verdict.summary import plural
 
 Say = Callable[[str], None]
@@ -52,8 +52,7 @@ def coverage_session(session, names, options: CoverageOptions, say: Say, progres
     and write the JSON and the receipt."""
     loaded = session.loaded
     chosen = chosen_entries(loaded, names)
-    for line in check_machine(loaded, session.path, cuda=True, gpu=False, outputs={"json": options.json}).lines:
-        say(line)
+    session.machine(cuda=True, gpu=False, outputs={"json": options.json}, say=say)
     require_receipt(options.receipt)
     sm = options.sm or device_target(loaded)
     os.environ[CACHE_ENV] = str(cache_root(session.path).resolve())  # stand-ins share inputs and references

@@ -21,7 +21,7 @@ from kcontract.receipts.carried import entry_node_sha256
 from kcontract.receipts.receipt import Receipt
 from kcontract.session.derived import Derived, Progress, interrupted
 from kcontract.session.outputs import measured_at, require_receipt
-from kcontract.session.preflight import check_machine, device_target
+from kcontract.session.preflight import device_target
 from kcontract.session.retrials import retry_survivors
 
 Say = Callable[[str], None]
@@ -69,9 +69,7 @@ def mutate_session(session, name: str, options: MutateOptions, say: Say, progres
     """Check the entry and the machine, find or prepare the campaign, run its candidates, write the JSON and the
     score; a campaign cut short is saved and raises KeyboardInterrupt."""
     entry = _mutable(session, name, options.cases)
-    for line in check_machine(session.loaded, session.path, cuda=True, gpu=False, outputs={"json": options.json},
-                              tools=("nvdisasm",)).lines:
-        say(line)
+    session.machine(cuda=True, gpu=False, outputs={"json": options.json}, tools=("nvdisasm",), say=say)
     require_receipt(options.receipt)
     sm = options.sm or device_target(session.loaded)
     os.environ[CACHE_ENV] = str(cache_root(session.path).resolve())  # mutants share cubins, inputs, references

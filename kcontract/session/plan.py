@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kcontract.contract.loaded import LoadedContract
 from kcontract.errors import UsageError
@@ -30,6 +30,16 @@ class Selection:
         """Whether the run leaves part of the contract out."""
         return bool(self.only or self.controls or self.gate is not None or self.case is not None or
                     self.no_controls)
+
+
+@dataclass
+class Plan:
+    """The tasks a run makes, and what planned them: the rows `--stale` refreshes, the shard's coverage."""
+
+    tasks: list[Task]
+    refresh: object = None  # receipts.stale's plan, with --stale
+    covers: object = None  # what a shard's receipt covers
+    notes: list[str] = field(default_factory=list)  # one line each: the stale rows, the shard's share
 
 
 def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache: bool = True) -> list[Task]:

@@ -2,7 +2,8 @@
 
 A problem that would fail every entry (no GPU for a GPU contract, a CuPy that cannot run, no NVRTC, a GPU the
 toolchain cannot build for, no writable cache folder) is one EnvironmentProblem, exit 3; an output path that
-cannot be written is a UsageError, exit 2. What it found comes back as lines for the front door to say.
+cannot be written is a UsageError, exit 2. What it found comes back as lines for the front door to say. Every
+command checks the machine through its session (`Session.machine`), the one caller of `check_machine`.
 """
 
 from __future__ import annotations

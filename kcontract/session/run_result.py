@@ -1,5 +1,5 @@
-"""A run's tasks through the workers and what they produced: the outcomes by kind, the summary, the gates the
-controls are planted at; and the progress units each task counts."""
+"""What a run produced (`RunResult`): its tasks run through the workers and summarised, then its JSON document and
+the line it closes with; and the progress units each task counts."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from kcontract.contract.loaded import LoadedContract
 from kcontract.family.cases import family_cases
 from kcontract.records.record_check import orphan_records
 from kcontract.runner.run_tasks import run_tasks
+from kcontract.session.plan import Plan
 from kcontract.verdict.audit import disagreements, unchecked, without_outcome
 from kcontract.verdict.outcome import Outcome, Progress, Task, merge_outcomes
 from kcontract.verdict.summary import Summary, summarise
@@ -18,12 +19,23 @@ from kcontract.verdict.summary import Summary, summarise
 
 @dataclass
 class RunResult:
-    """What a run produced."""
+    """What a run produced: the outcomes by kind, their summary and the gate each control is planted at; once the
+    tasks ran to their end, the JSON document; at the run's end, the line it closes with and its exit code."""
 
-    entries: list[Outcome]
-    controls: list[Outcome]
-    summary: Summary | None = None  # None until the outcomes are summarised
-    planted: dict[str, int] = field(default_factory=dict)  # the gate each control is planted at
+    entries: list[Outcome] = field(default_factory=list)
+    controls: list[Outcome] = field(default_factory=list)
+    summary: Summary | None = None  # None until the outcomes are summarised (and where no task ran)
+    planted: dict[str, int] = field(default_factory=dict)
+    plan: Plan | None = None  # the tasks and what planned them (a shard's coverage for its receipt)
+    finished: int = 0  # tasks that ended
+    document: dict | None = None  # the run's JSON document
+    line: str | None = None  # the SUMMARY line it closes with (with --stale, the whole receipt's); None if cut short
+    exit_code: int = 0
+
+    def ends(self, line: str | None, exit_code: int) -> RunResult:
+        """This result, closing with `line` and `exit_code`."""
+        self.line, self.exit_code = line, int(exit_code)
+        return self
 
 
 def work_units(loaded: LoadedContract, tasks: list[Task]) -> dict[tuple, int]:
@@ -45,8 +57,9 @@ def run_contract(loaded: LoadedContract, tasks: list[Task], jobs: int, on_progre
     ran = without_outcome(tasks, run_tasks(loaded, tasks, jobs, on_progress, on_done, gpu, durations, builds,
                                            device_sm))
     outcomes = merge_outcomes(ran)
-    result = RunResult([o for o in outcomes if o.task.kind == "entry"],
-                       [o for o in outcomes if o.task.kind == "control"], planted={c.name: c.gate for c in loaded.controls})
+    result = RunResult(entries=[o for o in outcomes if o.task.kind == "entry"],
+                       controls=[o for o in outcomes if o.task.kind == "control"],
+                       planted={c.name: c.gate for c in loaded.controls})
     result.summary = _summary(loaded, tasks, ran, result, whole, empty_ok)
     return result
 

@@ -12,7 +12,6 @@ from kcontract.errors import UsageError
 from kcontract.capacity import usable_cores
 from kcontract.session.plan import picked
 from kcontract.sanitizer import TOOLS, Finding, Target, sanitize, targets, verdict
-from kcontract.session.preflight import check_machine
 
 TIMEOUT = 600.0  # seconds one sanitized launch may take (racecheck runs a kernel some 100 times slower)
 REFUSED = ("--sanitize runs each entry's smallest case at the contract's seed: drop --gate, --case, --seed, --shard, "
@@ -50,10 +49,7 @@ def sanitize_session(session, found: list[Target], jobs, json_path: str | None,
                      say: Callable[[str], None], report: Callable[[Finding], None]) -> Sanitized:
     """Check the machine, run every target under every tool (`report` hears each finding), judge, write the JSON."""
     loaded = session.loaded
-    ready = check_machine(loaded, session.path, cuda=True, gpu=True, outputs={"json": json_path},
-                          names=[t.name for t in found])
-    for line in ready.lines:
-        say(line)
+    session.machine(cuda=True, gpu=True, outputs={"json": json_path}, names=[t.name for t in found], say=say)
     names = {t.name for t in found}
     planted = {c.name: c.sanitize for c in loaded.controls if c.sanitize and c.name in names}
     workers = usable_cores() if jobs == "auto" else int(jobs)

@@ -1,58 +1,101 @@
-"""The session of one `kcontract run`: the contract loaded once, the tasks planned (selection, `--stale`,
-shards), checked and built once, run in the pool while listeners hear of each step and task, and written
-(JSON, JUnit, the receipt). Front doors parse options, call it and print."""
+"""The session of one command on one contract: the contract loaded once, the machine checked in one place for
+every command, and a whole `kcontract run` held in order (`Session.run`): the tasks planned (selection,
+`--stale`, shards), checked and built once, run in the pool, reported and written while listeners hear each step,
+and closed with the SUMMARY and its exit code. Front doors parse options, build the listeners and print."""
 
 from __future__ import annotations
 
+import functools
 import time
-from dataclasses import dataclass, field
+from typing import Callable, Iterable
 
 from kcontract.builds.builds import Builds
 from kcontract.cachedir import cache_root
 from kcontract.cachesize import keep_under_cap
-from kcontract.contract.loader import load_contract
-from kcontract.errors import UsageError
-from kcontract.gatetable import launching
 from kcontract.capacity import usable_cores
+from kcontract.contract.loader import load_contract
+from kcontract.gatetable import launching
 from kcontract.receipts.currency import needs_gpu
 from kcontract.receipts.durations import gate_seconds, newest_whole_receipt
-from kcontract.receipts.receipt import Receipt, ReceiptError
 from kcontract.receipts.stale import plan_stale
 from kcontract.receipts.write import run_receipt
-from kcontract.report.json_report import run_document, write_json
-from kcontract.report.junit import junit_document, write_junit
-from kcontract.session.plan import plan_tasks
-from kcontract.session.prebuild import prebuild
-from kcontract.session.run_result import run_contract
-from kcontract.session.workers import auto_jobs
-from kcontract.session.shard import shard_tasks
+from kcontract.report.json_report import run_document
+from kcontract.session.listeners import Listeners, RunListener
 from kcontract.session.options import RunOptions
+from kcontract.session.plan import Plan, plan_tasks
+from kcontract.session.prebuild import prebuild
 from kcontract.session.preflight import Ready, check_machine
-from kcontract.verdict.outcome import Task
+from kcontract.session.run_result import RunResult, run_contract, work_units
+from kcontract.session.shard import shard_tasks
+from kcontract.session.workers import auto_jobs
+from kcontract.verdict.outcome import Outcome, Task
 
-
-@dataclass
-class Plan:
-    """The tasks a run makes, and what planned them: the rows `--stale` refreshes, the shard's coverage."""
-
-    tasks: list[Task]
-    refresh: object = None  # receipts.stale's plan, with --stale
-    covers: object = None  # what a shard's receipt covers
-    notes: list[str] = field(default_factory=list)  # one line each: the stale rows, the shard's share
+__all__ = ["Plan", "RunResult", "Session"]
 
 
 class Session:
-    """One run of one contract: the contract loaded once, and its kernels' `Builds`, made once."""
+    """One command on one contract: the contract loaded once, its kernels' `Builds` made once when first asked for,
+    and what the machine check found (`ready`)."""
 
-    def __init__(self, contract_path: str, *, compile_jobs: int | None = None, progress=None, recompile: bool = False):
+    def __init__(self, contract_path: str, *, compile_jobs: int | None = None, progress=None, recompile: bool = False,
+                 import_kernels: bool = True):
         """`compile_jobs`: worker processes for cold compiles (default: one per usable core); `progress` hears each
-        batch of compiles; `recompile`: compile every kernel afresh and compare it with the cache."""
+        batch of compiles; `recompile`: compile every kernel afresh and compare it with the cache;
+        `import_kernels`: import the Python kernels to check their arguments (commands that only read receipts
+        need not)."""
         self.path = contract_path
         self.started, self.begun = time.monotonic(), time.time()  # begun: wall clock, as cache items are stamped
-        self.loaded = load_contract(contract_path)
-        self.builds = Builds.of(self.loaded, jobs=compile_jobs or usable_cores(), progress=progress,
-                                recompile=recompile)
+        self.loaded = load_contract(contract_path, import_kernels=import_kernels)
+        self._compiles = {"jobs": compile_jobs or usable_cores(), "progress": progress, "recompile": recompile}
         self.ready: Ready | None = None
+
+    @functools.cached_property
+    def builds(self) -> Builds:
+        """The contract's kernels, built where first asked for (a command that builds nothing makes no cache)."""
+        return Builds.of(self.loaded, **self._compiles)
+
+    def machine(self, *, cuda: bool, gpu: bool, outputs: dict[str, str | None] | None = None, names=(), tools=(),
+                say: Callable[[str], None] | None = None, quiet: bool = False, path: str | None = None) -> Ready:
+        """The machine checked for what a command needs, the one place every command checks it (preflight.py):
+        writable outputs, the cache folder, the toolchain (`cuda`), the tools, the GPU (`gpu`; `names`: the kernels
+        that need it). `say` hears its lines (`quiet`: only the notes that a folder was made); `path`: the contract
+        as workers are given it (default the session's)."""
+        self.ready = check_machine(self.loaded, path or self.path, cuda=cuda, gpu=gpu, outputs=outputs, names=names,
+                                   tools=tools)
+        for line in self.ready.said(quiet) if say else []:
+            say(line)
+        return self.ready
+
+    def ready_for(self, tasks: list[Task], outputs: dict[str, str | None] | None = None,
+                  path: str | None = None) -> list[str]:
+        """Check the machine the tasks need (the toolchain where CUDA kernels compile, the GPU where they launch,
+        writable outputs) and build every cubin they load once; the lines to say."""
+        by_name, gpu = kernels(self.loaded), self.on_gpu(tasks)
+        ready = self.machine(cuda=any(by_name[t.name].cuda is not None for t in tasks), gpu=bool(gpu),
+                             outputs=outputs, names=gpu, path=path)
+        built = prebuild(self.loaded, self.builds, tasks, ready.sm)
+        return ready.lines + ([built] if built else [])
+
+    def run(self, options: RunOptions, listeners: Iterable[RunListener]) -> RunResult:
+        """A whole run in order: plan; check the machine and build once; run the tasks; report and write (the
+        listeners' `on_result`); with `--stale`, refresh the receipt's rows. Listeners hear every note, step and
+        task; the result closes with the SUMMARY line and its exit code (none where the run was cut short)."""
+        hear = Listeners(listeners)
+        plan = self.plan(options)
+        hear.notes(plan.notes)
+        if options.stale and not plan.tasks:
+            return self.refresh(plan, options, RunResult(plan=plan))
+        hear.notes(self.prepare(plan, options))
+        result = self.tasks(plan, options, hear)
+        if result.summary.interrupted:
+            hear.on_note(f"interrupted: {result.finished} of {len(plan.tasks)} tasks finished; nothing written")
+            return result.ends(None, result.summary.exit_code)
+        result.document = self.document(result)
+        hear.on_result(result)
+        hear.notes(self.prune())
+        if options.stale:
+            return self.refresh(plan, options, result)
+        return result.ends(result.summary.line(), result.summary.exit_code)
 
     def plan(self, options: RunOptions) -> Plan:
         """The tasks for `options`, refused where they cannot go together or match nothing."""
@@ -74,65 +117,65 @@ class Session:
         return on_gpu(self.loaded, tasks)
 
     def prepare(self, plan: Plan, options: RunOptions) -> list[str]:
-        """Check the machine (toolchain, GPU, writable outputs) and build every cubin once; returns the lines to
-        say (what was built, how many workers and why) and fixes the worker count in `options`' place."""
-        self.ready, lines = ready_for(self.loaded, self.path, plan.tasks, self.builds, outputs={
-            "json": options.json, "junit": options.junit, "receipt": options.receipt})
+        """Check the machine and build every cubin once (`ready_for`); returns the lines to say (what was found and
+        built, how many workers and why) and fixes the worker count."""
+        lines = self.ready_for(plan.tasks, outputs={"json": options.json, "junit": options.junit,
+                                                    "receipt": options.receipt})
         self.jobs = options.jobs
         if options.jobs == "auto":
             self.jobs, why = auto_jobs(self.loaded, gpu=bool(self.on_gpu(plan.tasks)))
             lines.append(f"--jobs auto: {why}")
         return lines
 
-    def run(self, plan: Plan, options: RunOptions, on_step, on_done):
-        """Run the tasks in the pool, the longest first where the newest whole receipt beside the contract says
-        how long they took on this kind of machine; listeners hear of every step and finished task."""
+    def tasks(self, plan: Plan, options: RunOptions, hear: RunListener) -> RunResult:
+        """Run the planned tasks in the pool, the longest first where the newest whole receipt beside the contract
+        says how long they took on this kind of machine; `hear` hears the start, every step and finished task, and
+        the stop."""
         gpu = bool(self.on_gpu(plan.tasks))
-        durations = gate_seconds(newest_whole_receipt(self.path)[0], "gpu" if gpu else "cpu")
-        return run_contract(self.loaded, plan.tasks, self.jobs, on_step, on_done, whole=options.whole, gpu=gpu,
-                            durations=durations, empty_ok=options.shard is not None, builds=self.builds,
-                            device_sm=self.ready.sm if self.ready else None)
+        finished: list[Outcome] = []
 
-    def document(self, result) -> dict:
+        def done(outcome: Outcome) -> None:
+            finished.append(outcome)
+            hear.on_task_done(outcome)
+
+        hear.on_start(work_units(self.loaded, plan.tasks))
+        try:
+            durations = gate_seconds(newest_whole_receipt(self.path)[0], "gpu" if gpu else "cpu")
+            result = run_contract(self.loaded, plan.tasks, self.jobs, hear.on_step, done, whole=options.whole,
+                                  gpu=gpu, durations=durations, empty_ok=options.shard is not None,
+                                  builds=self.builds, device_sm=self.ready.sm if self.ready else None)
+        finally:
+            hear.on_stop()
+        result.plan, result.finished = plan, len(finished)
+        return result
+
+    def document(self, result: RunResult) -> dict:
         """The run's JSON document."""
         return run_document(result.entries, result.controls, result.summary, result.planted,
                             self.ready.toolchain if self.ready else None)
 
-    def write(self, plan: Plan, result, document: dict, options: RunOptions) -> list[str]:
-        """The JSON report, JUnit XML and the receipt (whole, a shard's); returns the notes to say."""
-        if options.json:
-            write_json(options.json, document)
-        if options.junit:
-            write_junit(options.junit, junit_document(result.entries, result.controls, result.planted,
-                                                      result.summary))
+    def prune(self) -> list[str]:
+        """Keep the contract's cache under its cap, sparing what this session used; the note saying what went."""
         pruned = keep_under_cap(cache_root(self.path), self.begun)
-        if options.receipt and not options.stale:
-            self.receipt(plan, result, document, options).write(options.receipt)
         return [f"note: {pruned}"] if pruned else []
 
-    def receipt(self, plan: Plan, result, document: dict, options: RunOptions) -> Receipt:
-        """The receipt of a whole run or a shard's, over what the receipt already there carries."""
-        seed = options.selection.seed
-        return run_receipt(self.loaded, document, _previous(options.receipt),
-                           mode=f"shard {options.shard}" if options.shard else "whole",
-                           seed=self.loaded.seed if seed is None else seed, wall_s=self.seconds(),
-                           gpu=needs_gpu(self.loaded), keep_rows=False, notes=result.summary.notes, covers=plan.covers)
-
-    def refresh(self, plan: Plan, options: RunOptions, document: dict | None, summary) -> tuple[str, int]:
-        """`--stale`: the re-run rows written into the receipt over its other rows; the whole receipt's SUMMARY
-        with how many rows ran, and its exit code."""
-        refresh = plan.refresh
-        document = document or {"entries": [], "controls": [], "toolchain": None}
+    def refresh(self, plan: Plan, options: RunOptions, result: RunResult) -> RunResult:
+        """`--stale`: the re-run rows written into the receipt over its other rows; closes with the whole receipt's
+        SUMMARY, how many rows ran, and its exit code."""
+        refresh, summary = plan.refresh, result.summary
+        document = result.document or {"entries": [], "controls": [], "toolchain": None}
         notes = summary.notes if summary is not None else refresh.previous.notes if refresh.previous else []
         receipt = run_receipt(self.loaded, document, refresh.previous, mode="stale", seed=self.loaded.seed,
                               wall_s=self.seconds(), gpu=needs_gpu(self.loaded), keep_rows=True, notes=notes)
         if document["entries"] or document["controls"] or refresh.dropped:
             receipt.write(options.receipt)
-        return f"{receipt.summary} (re-ran {len(refresh.rerun)} of {refresh.total} rows)", receipt.exit_code
+        return result.ends(f"{receipt.summary} (re-ran {len(refresh.rerun)} of {refresh.total} rows)",
+                           receipt.exit_code)
 
     def seconds(self) -> float:
         """Seconds since the session began."""
         return time.monotonic() - self.started
+
 
 def kernels(loaded) -> dict:
     """Each entry's and control's kernel, by name."""
@@ -144,24 +187,3 @@ def on_gpu(loaded, tasks: list[Task]) -> list[str]:
     by_name = kernels(loaded)
     return sorted({t.name for t in tasks if by_name[t.name].launcher() != "python"
                    and any(g in launching() for g in t.gates)})
-
-
-def ready_for(loaded, path: str, tasks: list[Task], builds: Builds, outputs: dict[str, str | None] | None = None
-              ) -> tuple[Ready, list[str]]:
-    """Check the machine the tasks need (the toolchain where CUDA kernels compile, the GPU where they launch,
-    writable outputs) and build every cubin they load once, through `builds`; what was found, and the lines to
-    say."""
-    by_name, gpu = kernels(loaded), on_gpu(loaded, tasks)
-    ready = check_machine(loaded, path, cuda=any(by_name[t.name].cuda is not None for t in tasks), gpu=bool(gpu),
-                          outputs=outputs, names=gpu)
-    built = prebuild(loaded, builds, tasks, ready.sm)
-    return ready, ready.lines + ([built] if built else [])
-
-
-def _previous(path: str) -> Receipt | None:
-    """The receipt already at `path` (its mutation scores, coverage and bench rows carry over where the kernel is
-    unchanged), or None."""
-    try:
-        return Receipt.read(path)
-    except ReceiptError:
-        return None
