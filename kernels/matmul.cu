@@ -2,15 +2,18 @@
 // (K contiguous), fp32 accumulation, out [M, N] in bf16 (RN-even, OUT_BF16 = 1) or fp32. K is cut into SPLIT
 // contiguous pieces by K and SPLIT alone, and every output is the same sum of the same pieces whatever tile
 // computes it, so a row's bits do not depend on M, on the batch it is in or on its slot there, and a caller may
-// choose the tile from M. A block takes a BM x BN tile of out (BM 64 or 128; BN 64, 128, 192 or 256) over one
-// piece; the SPLIT blocks of a tile form one thread-block cluster that adds their pieces in a fixed order.
+// choose the tile from M. A block takes a BM x BN tile of out (BM 64 or 128; BN 64, 128, 192 or 256, and BN 16 or
+// 32 at BM 64) over one piece; the SPLIT blocks of a tile form one thread-block cluster that adds their pieces in a
+// fixed order. Narrow tiles keep Tile::kBlocks blocks on an SM, so that few rows still stream the weights from
+// enough blocks to keep every SM's loads in flight.
 //
 // Launch geometry: grid (ceil(N / BN), ceil(M / BM), SPLIT) in clusters of (1, 1, SPLIT), blocks mapped to tiles
 // in groups of 16 row tiles (tile_index); 384 threads: a producer warpgroup, one thread of which feeds
 // Tile::kStages shared-memory stages through the tensor copy engine, and two consumer warpgroups (BM 128: 64 rows
 // each; BM 64: BN / 2 columns each); Tile::kSmemBytes bytes of dynamic shared memory.
-// a_map and b_map: tensor maps of a and b (bf16, 2D, K innermost) with boxes of 64 x BM and 64 x BN elements and
-// the 128-byte swizzle. K and N multiples of 8. Off sm_90a it traps.
+// a_map and b_map: tensor maps of a and b (bf16, 2D, K innermost) with boxes of 64 x min(BM, m) and 64 x BN
+// elements and the 128-byte swizzle (a call of fewer rows than a tile loads only its own rows of a). K and N
+// multiples of 8. Off sm_90a it traps.
 //
 // The order, per output (docs/kernel-contract.md 10):
 //   piece p of SPLIT takes k tiles [p T, min((p + 1) T, KT)), KT = ceil(K / 64), T = ceil(KT / SPLIT);
@@ -35,27 +38,35 @@ constexpr int kSwizzleLbo = 16;     // unused by a swizzled K-major tile; one 16
 constexpr int kKStepBytes = 32;     // a k-step's 16 bf16 along one 128-byte row
 constexpr int kRowBytes = kTileK * 2;  // one tile row of a stage
 constexpr int kSmemLimit = 227 * 1024;  // opt-in dynamic shared memory per block on sm_90
+constexpr int kSmemPerSm = 228 * 1024;  // shared memory per SM on sm_90, of which the system keeps 1 KB per block
+constexpr int kSmemReserved = 1024;
 constexpr int kMaxStages = 8;
 
 // The layout of a BM x BN tile: each consumer warpgroup's wgmma, the stages, the fp32 tile pieces are added from.
 template <int BM, int BN>
 struct Tile {
   static_assert(BM == 64 || BM == 128, "tiles of 64 or 128 rows (one or two wgmma row blocks)");
-  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "tiles of 64, 128, 192 or 256 columns");
+  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256 || (BM == 64 && (BN == 16 || BN == 32)),
+                "tiles of 64, 128, 192 or 256 columns, or 64-row tiles of 16 or 32");
   static constexpr int kCols = BM == 128 ? BN : BN / 2;  // columns of one consumer warpgroup (its wgmma's N)
   static constexpr int kAcc = kCols / 2;                  // fp32 accumulators per consumer thread
-  static_assert(kCols == 32 || kCols == 64 || kCols == 128 || kCols == 192 || kCols == 256,
-                "a warpgroup's columns are one wgmma's N: 64-row tiles of 64, 128 or 256 columns");
+  static_assert(kCols == 8 || kCols == 16 || kCols == 32 || kCols == 64 || kCols == 128 || kCols == 192 ||
+                    kCols == 256,
+                "a warpgroup's columns are one wgmma's N: 64-row tiles of 16, 32, 64, 128 or 256 columns");
+  static constexpr int kBlocks = BN == 16 ? 3 : BN == 32 ? 2 : 1;  // blocks resident on one SM
   static constexpr int kStageBytes = (BM + BN) * kRowBytes;  // a's BM rows, then b's BN rows
   static constexpr int kBarrierBytes = 2 * kMaxStages * 8;
-  static constexpr int kStagesFit = (kSmemLimit - kAlign - kBarrierBytes) / kStageBytes;
+  static constexpr int kBlockSmem = kSmemPerSm / kBlocks - kSmemReserved < kSmemLimit
+                                        ? kSmemPerSm / kBlocks - kSmemReserved
+                                        : kSmemLimit;  // shared memory one of kBlocks blocks may take
+  static constexpr int kStagesFit = (kBlockSmem - kAlign - kBarrierBytes) / kStageBytes;
   static constexpr int kStages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;  // stages in flight
   static constexpr int kPitch = BN + 8;  // floats per row of the fp32 tile pieces are added from (fewer bank clashes)
   static constexpr int kSumBytes = BM * kPitch * 4;
   static constexpr int kDataBytes = kStages * kStageBytes > kSumBytes ? kStages * kStageBytes : kSumBytes;
   static constexpr int kSmemBytes = kAlign + kDataBytes + 2 * kStages * 8;  // alignment slack, data, mbarriers
   static_assert(kStages >= 2, "the producer refills one stage while the consumers read another");
-  static_assert(kSmemBytes <= kSmemLimit, "a block's shared memory fits sm_90's opt-in limit");
+  static_assert(kSmemBytes <= kBlockSmem, "kBlocks blocks' shared memory fits one SM of sm_90");
 };
 
 static_assert(kTileK * 2 == 128, "a k tile is one 128-byte swizzle row");
@@ -91,8 +102,12 @@ __device__ __forceinline__ void ktile(float (&d)[N / 2], unsigned long long a, u
       wg::ss_n128(d, a + step, b + step);
     } else if constexpr (N == 64) {
       wg::ss_n64(d, a + step, b + step);
-    } else {
+    } else if constexpr (N == 32) {
       wg::ss_n32(d, a + step, b + step);
+    } else if constexpr (N == 16) {
+      wg::ss_n16(d, a + step, b + step);
+    } else {
+      wg::ss_n8(d, a + step, b + step);
     }
   }
 }
@@ -127,7 +142,7 @@ __device__ __forceinline__ Piece piece_of(int k, int p) {
 template <int BM, int BN>
 __device__ __forceinline__ void produce(unsigned char* data, unsigned long long* full, unsigned long long* empty,
                                         const tma::TensorMap* a_map, const tma::TensorMap* b_map, Piece piece,
-                                        int m0, int n0) {
+                                        int m0, int n0, int a_rows) {
   using T = Tile<BM, BN>;
   tma::prefetch(a_map);
   tma::prefetch(b_map);
@@ -135,10 +150,22 @@ __device__ __forceinline__ void produce(unsigned char* data, unsigned long long*
     const int i = kt - piece.first, stage = i % T::kStages;
     if (i >= T::kStages) tma::wait(&empty[stage], ((i / T::kStages) - 1) & 1);
     unsigned char* a_s = data + stage * T::kStageBytes;
-    tma::arrive_expect(&full[stage], T::kStageBytes);
+    tma::arrive_expect(&full[stage], (a_rows + BN) * kRowBytes);
     tma::load_2d(a_s, a_map, kt * kTileK, m0, &full[stage]);
     tma::load_2d(a_s + BM * kRowBytes, b_map, kt * kTileK, n0, &full[stage]);
   }
+}
+
+// Rows [a_rows, BM) of a in every stage, which a's box never writes: zeros, visible to wgmma's reads.
+template <int BM, int BN>
+__device__ __forceinline__ void clear_rows(unsigned char* data, int a_rows) {
+  using T = Tile<BM, BN>;
+  const int per_stage = (BM - a_rows) * kRowBytes / 16;
+  for (int i = threadIdx.x; i < T::kStages * per_stage; i += kThreads) {
+    unsigned char* at = data + (i / per_stage) * T::kStageBytes + a_rows * kRowBytes + 16 * (i % per_stage);
+    *reinterpret_cast<uint4*>(at) = make_uint4(0, 0, 0, 0);
+  }
+  wg::fence_async_shared();
 }
 
 // Consumer warpgroup c: d = its share of the piece's tile, k-steps chained over the piece's k tiles in order from
@@ -236,6 +263,8 @@ __device__ __forceinline__ void tile(const tma::TensorMap* a_map, const tma::Ten
   const TileIndex at = tile_index();
   const int n0 = at.n * BN, m0 = at.m * BM, p = blockIdx.z;
   const Piece piece = piece_of<SPLIT>(k, p);
+  const int a_rows = min(BM, m);  // rows of a's box: fewer than BM only where the call has one row tile
+  if (a_rows < BM) clear_rows<BM, BN>(data, a_rows);
   if (threadIdx.x == 0) {
     for (int s = 0; s < T::kStages; ++s) {
       tma::barrier_init(&full[s], 1);
@@ -246,7 +275,7 @@ __device__ __forceinline__ void tile(const tma::TensorMap* a_map, const tma::Ten
   __syncthreads();
   float d[T::kAcc];
   if (group == 0) {
-    if (threadIdx.x == 0) produce<BM, BN>(data, full, empty, a_map, b_map, piece, m0, n0);
+    if (threadIdx.x == 0) produce<BM, BN>(data, full, empty, a_map, b_map, piece, m0, n0, a_rows);
   } else {
     consume<BM, BN>(d, data, full, empty, piece, group - 1);
   }
@@ -273,7 +302,7 @@ __device__ __forceinline__ void tile(const tma::TensorMap* a_map, const tma::Ten
 
 // a_map, b_map: a [m, k] and b [n, k]; out [m, n] bf16 bits (OUT_BF16) or fp32.
 template <int BM, int BN, int SPLIT, int OUT_BF16>
-MM_CLUSTER(SPLIT) __global__ void __launch_bounds__(mm::kThreads, 1)
+MM_CLUSTER(SPLIT) __global__ void __launch_bounds__(mm::kThreads, mm::Tile<BM, BN>::kBlocks)
     matmul(const __grid_constant__ tma::TensorMap a_map, const __grid_constant__ tma::TensorMap b_map, void* out,
            int m, int n, int k) {
   static_assert(SPLIT >= 1 && SPLIT <= 8, "clusters of at most 8 blocks");

@@ -1,6 +1,6 @@
 // Warpgroup tensor-core helpers (sm_90a): shared-memory matrix descriptors, the wgmma fences, stmatrix, and the
-// bf16 forms the prompt and matmul kernels use: A B^T with both operands in shared memory (K-major; N = 32, 64,
-// 128, 192 or 256), and p V with p in registers (the mma.sync m16n8k16 A fragment per warp) or in shared memory
+// bf16 forms the prompt and matmul kernels use: A B^T with both operands in shared memory (K-major; N = 8, 16,
+// 32, 64, 128, 192 or 256), and p V with p in registers (the mma.sync m16n8k16 A fragment per warp) or in shared memory
 // (K-major) and V in shared memory (MN-major, transposed). All accumulate into fp32 d[N / 2]: thread (warp w of
 // the warpgroup, lane 4 gr + c4) holds rows 16 w + gr and + 8, columns 8 t + 2 c4 and + 1 of n-tile t as
 // d[4 t .. 4 t + 3] (row gr: + 0, + 1; row gr + 8: + 2, + 3).
@@ -38,7 +38,8 @@ __device__ __forceinline__ void stmatrix_x4(void* row, const unsigned (&r)[4]) {
                : : "r"(a), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
 
-// The accumulator operands and their PTX register lists: 16 or 32 fp32 registers.
+// The accumulator operands and their PTX register lists: 4 to 128 fp32 registers.
+#define WG_ACC4(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 #define WG_ACC8(d, o) "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), \
                       "+f"(d[o + 6]), "+f"(d[o + 7])
 #define WG_ACC16(d) WG_ACC8(d, 0), WG_ACC8(d, 8)
@@ -47,6 +48,8 @@ __device__ __forceinline__ void stmatrix_x4(void* row, const unsigned (&r)[4]) {
 #define WG_ACC64(d) WG_ACC32(d), WG_ACC32_AT(d, 32)
 #define WG_ACC96(d) WG_ACC64(d), WG_ACC32_AT(d, 64)
 #define WG_ACC128(d) WG_ACC96(d), WG_ACC32_AT(d, 96)
+#define WG_REGS4 "{%0, %1, %2, %3}"
+#define WG_REGS8 "{%0, %1, %2, %3, %4, %5, %6, %7}"
 #define WG_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define WG_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
                   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -71,6 +74,20 @@ __device__ __forceinline__ void stmatrix_x4(void* row, const unsigned (&r)[4]) {
                           ".f32.bf16.bf16 "
 
 // Add = false starts the accumulator afresh (d = A B, its old values unread), else d += A B.
+
+// d += A B: A (64 x 16) and B (16 x 8) from shared memory, both K-major.
+template <bool Add = true>
+__device__ __forceinline__ void ss_n8(float (&d)[4], unsigned long long a, unsigned long long b) {
+  asm volatile(WG_MMA("m64n8k16", 6) WG_REGS4 ", %4, %5, p, 1, 1, 0, 0;\n}\n"
+               : WG_ACC4(d) : "l"(a), "l"(b), "n"(Add ? 1 : 0));
+}
+
+// d += A B: A (64 x 16) and B (16 x 16) from shared memory, both K-major.
+template <bool Add = true>
+__device__ __forceinline__ void ss_n16(float (&d)[8], unsigned long long a, unsigned long long b) {
+  asm volatile(WG_MMA("m64n16k16", 10) WG_REGS8 ", %8, %9, p, 1, 1, 0, 0;\n}\n"
+               : WG_ACC8(d, 0) : "l"(a), "l"(b), "n"(Add ? 1 : 0));
+}
 
 // d += A B: A (64 x 16) and B (16 x 32) from shared memory, both K-major.
 template <bool Add = true>
@@ -127,6 +144,8 @@ __device__ __forceinline__ void rs_n64_tb(float (&d)[32], const unsigned (&a)[4]
 #undef WG_REGS64
 #undef WG_REGS32
 #undef WG_REGS16
+#undef WG_REGS8
+#undef WG_REGS4
 #undef WG_ACC128
 #undef WG_ACC96
 #undef WG_ACC64
@@ -134,5 +153,6 @@ __device__ __forceinline__ void rs_n64_tb(float (&d)[32], const unsigned (&a)[4]
 #undef WG_ACC32
 #undef WG_ACC16
 #undef WG_ACC8
+#undef WG_ACC4
 
 }  // namespace wg

@@ -21,7 +21,9 @@ from tests.helpers.toolchain import toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 TILE_K, ALIGN, SMEM_LIMIT, MAX_STAGES = 64, 1024, 227 * 1024, 8  # kernels/matmul.cu's layout constants
-TILES = ((64, 128), (128, 64), (128, 128), (128, 192), (128, 256))  # the contract's tile symbols
+SMEM_PER_SM, RESERVED = 228 * 1024, 1024  # sm_90's shared memory per SM and what it keeps per block
+BLOCKS = {16: 3, 32: 2}  # blocks a narrow tile keeps on one SM (by its columns); one elsewhere
+TILES = ((64, 16), (64, 32), (64, 64), (64, 128), (128, 64), (128, 128), (128, 192), (128, 256))  # the symbols
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +40,11 @@ def family_of(loaded, name: str):
 
 
 def stages_of(tile_m: int, tile_n: int) -> int:
-    """The kernel's stage count: as many stages of a's and b's 128-byte rows as fit, at most eight."""
+    """The kernel's stage count: as many stages of a's and b's 128-byte rows as fit in the block's share of an SM,
+    at most eight."""
     stage = (tile_m + tile_n) * TILE_K * 2
-    return min(MAX_STAGES, (SMEM_LIMIT - ALIGN - 2 * MAX_STAGES * 8) // stage)
+    share = min(SMEM_LIMIT, SMEM_PER_SM // BLOCKS.get(tile_n, 1) - RESERVED)
+    return min(MAX_STAGES, (share - ALIGN - 2 * MAX_STAGES * 8) // stage)
 
 
 def test_the_kernel_exports_its_tiles_and_shared_memory_per_sm(loaded):
@@ -69,10 +73,11 @@ def test_launches_follow_the_schedule_and_split_k(loaded):
     assert launch.tensor_maps == {"a_map": TensorMap("a", (64, 128)), "b_map": TensorMap("b", (64, 256))}
     assert problem.inputs["a"].shape == (1000, 16384) and problem.outputs["out"].shape == (1000, 4096)
     (launch,) = family.checks(Suite.REALISTIC, "m7_k16384_n4096")[0].problem.launches
-    assert launch.role == "m128n128" and launch.grid == (4096 // 128, 1, 2)
+    assert launch.role == "m64n64" and launch.grid == (4096 // 64, 1, 2)
+    assert launch.tensor_maps == {"a_map": TensorMap("a", (64, 7)), "b_map": TensorMap("b", (64, 64))}
     qkv = family_of(loaded, "matmul_qkv_k4096_n6144")
-    assert [qkv._launch(m, 4096, 6144)[0].role for m in (1, 511, 512, 2047, 2048, 4096)] == \
-        ["m128n128", "m128n128", "m128n192", "m128n192", "m128n256", "m128n256"]
+    assert [qkv._launch(m, 4096, 6144)[0].role for m in (1, 64, 65, 511, 512, 2047, 2048, 4096)] == \
+        ["m64n64", "m64n64", "m128n128", "m128n128", "m128n192", "m128n192", "m128n256", "m128n256"]
     assert qkv._launch(512, 4096, 6144)[0].grid == (6144 // 192, 4, 1)
 
 
@@ -119,11 +124,12 @@ def test_batches_straddle_the_row_tile_and_every_schedule_edge(loaded):
     """Gate 2 runs a row alone and in batches of one tile less one, one tile, one more and two tiles and one, and
     of one row less than each schedule edge and the edge itself, so every tile the schedule launches is compared."""
     family = family_of(loaded, "matmul_qkv_k4096_n6144")
-    assert {127, 128, 129, 257, 511, 512, 2047, 2048} <= set(family.batch_sizes())
+    assert {63, 64, 65, 127, 128, 129, 257, 511, 512, 2047, 2048} <= set(family.batch_sizes())
     router = family_of(loaded, "matmul_router_k4096_n128_fp32")
     assert {63, 64, 65, 129, 127, 128, 257, 2047, 2048} <= set(router.batch_sizes())
     labels = [v.label for v in family.invariance(Suite.VARIANTS, "m256_k4096_n6144")[0].variants]
-    assert "batch129_last_row20" in labels and "solo_row0" in labels and "concurrent" in labels
+    assert {"batch64", "batch65", "batch129"} <= {label.split("_")[0] for label in labels if "_last_" in label}
+    assert "solo_row0" in labels and "concurrent" in labels
 
 
 def test_a_kernel_whose_tiles_differ_from_the_declaration_is_refused(loaded):
@@ -157,7 +163,8 @@ def test_a_cuda_kernel_without_its_tiles_is_refused_at_load(tmp_path):
 ])
 def test_a_schedule_the_kernel_cannot_follow_is_refused_at_load(tmp_path, schedule, why):
     text = (ROOT / "contract.yaml").read_text()
-    cut = text.replace("schedule: {1: m128n128, 512: m128n192, 2048: m128n256}", f"schedule: {schedule}", 1)
+    cut = text.replace("schedule: {1: m64n64, 65: m128n128, 512: m128n192, 2048: m128n256}", f"schedule: {schedule}",
+                       1)
     assert cut != text
     (tmp_path / "contract.yaml").write_text(f"include: [{ROOT / 'kernels'}, {ROOT / 'controls'}]\n" + cut)
     (tmp_path / "kernels").symlink_to(ROOT / "kernels")  # links into folders `include:` names

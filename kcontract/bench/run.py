@@ -34,7 +34,7 @@ def bench_entries(loaded, entries, sizes: dict[str, tuple[int, ...]], repeat: in
         wanted = {**type(entry.family).bench_sizes, **{k: v for k, v in sizes.items()
                                                        if k in type(entry.family).bench_sizes}}
         for call in entry.family.bench_calls(wanted):
-            key = (launcher.provenance()["cubin_sha256"], launcher.symbols, call.label, call.size_text)
+            key = (launcher.provenance()["cubin_sha256"], repr(call.launches), call.label, call.size_text)
             if key in done:
                 continue
             done.add(key)

@@ -51,7 +51,7 @@ class Matmul(Family):
     Spec = MatmulSpec
     suites = frozenset(Suite)
     abi = ABI
-    bench_sizes = {"rows": (1, 256, 1024, 4096)}
+    bench_sizes = {"rows": (1, 4, 16, 64, 256, 1024, 4096)}
     spec: MatmulSpec
 
     @classmethod
@@ -147,7 +147,8 @@ class Matmul(Family):
         from kcontract.families.matmul.bench import matmul_call
 
         shapes = sorted({(c.k, c.n) for c in self.spec.cases})
-        return [matmul_call(rows, k, n, self.spec.arithmetic, self._launch(rows, k, n)) for k, n in shapes
+        return [matmul_call(rows, k, n, self.spec.arithmetic, self._launch(rows, k, n),
+                            self.exports.get(f"{self.spec.role(rows)}_tile_m", ROW_TILE)) for k, n in shapes
                 for rows in sizes["rows"]]
 
     def _case(self, name: str) -> Case:
@@ -202,7 +203,7 @@ class Matmul(Family):
             raise UsageError(f"entry {self.entry}: K {k} and N {n} must be multiples of {multiple} for its kernel "
                              f"(its export multiple): change the case's shape")
         grid = (-(-n // tn), -(-m // tm), arith.split_k)
-        maps = {"a_map": TensorMap("a", (tk, tm)), "b_map": TensorMap("b", (tk, tn))}
+        maps = {"a_map": TensorMap("a", (tk, min(tm, m))), "b_map": TensorMap("b", (tk, tn))}
         return (KernelLaunch(role, grid, CUDA_ARGS, maps),)
 
     def _problem(self, label: str, inputs: dict[str, np.ndarray]) -> Problem:
