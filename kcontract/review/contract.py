@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from kcontract.gatetable import exactness_gate, records_gate
 from kcontract.receipts.receipt import Receipt
+from kcontract.verdict.summary import plural
 
 
 @dataclass
@@ -22,8 +23,9 @@ class Exactness:
 
     def line(self) -> str:
         """`4,848,501 outputs bit-equal ... and 14,566,539 within their range (12 rows)`."""
+        rows = plural(self.rows, "row")
         return (f"{self.bit_equal:,} of {self.decided:,} decided outputs bit-equal to float64's value at the rounding "
-                f"points and {self.within:,} within their range, of {self.checked:,} checked ({self.rows} rows)")
+                f"points and {self.within:,} within their range, of {self.checked:,} checked ({rows})")
 
 
 @dataclass

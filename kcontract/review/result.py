@@ -9,6 +9,7 @@ from kcontract.review.changes import Changes
 from kcontract.review.contract import ContractPart
 from kcontract.review.speed import CHANGED, NEW, CallSpeed, Settings
 from kcontract.sassdiff.diff import EQUAL, SassDiff
+from kcontract.verdict.summary import plural
 
 
 @dataclass
@@ -50,7 +51,7 @@ class Review:
             found.append(f"the contract fails at the head: {self.contract.head_summary}")
         limit = self.settings.max_slower
         found += [f"{c.name} is slower: {c.base_us:,.1f} -> {c.head_us:,.1f} us, {c.change_pct:+.1f} % (noise "
-                  f"{c.noise_pct:.1f} %, limit {limit:g} % beyond it)" for c in self.slower]
+                  f"{c.noise_pct:.1f} %, limit {limit:g} %)" for c in self.slower]
         return found
 
     @property
@@ -65,18 +66,18 @@ class Review:
         return len(moved), len(functions)
 
     def line(self) -> str:
-        """`REVIEW pass: ...` or `REVIEW FAIL: ...`: the one line a review ends with."""
+        """`REVIEW pass: ...` or `REVIEW FAIL: ...` (the first failure, naming the call): the line a review ends
+        with."""
         failures = self.failures()
-        span = f"{self.base.short} -> {self.head.short}"
         if failures:
             more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-            return f"REVIEW FAIL {span}: {failures[0]}{more}"
+            return f"REVIEW FAIL: {failures[0]}{more}"
         moved, functions = self.functions_changed()
         timed = [c for c in self.speed if c.verdict != NEW]
         new = len(self.speed) - len(timed)
-        return (f"REVIEW pass {span}: {moved} of {functions} functions changed; {len(self.contract.reran)} rows "
-                f"re-ran, contract green; {len(timed)} calls against the base within the noise or "
-                f"{self.settings.max_slower:g} %" + (f", {new} new" if new else ""))
+        return (f"REVIEW pass: {moved} of {functions} functions changed, {plural(len(self.contract.reran), 'row')} "
+                f"re-ran green, {plural(len(timed), 'call')} within the noise + {self.settings.max_slower:g} %"
+                + (f", {new} new" if new else ""))
 
     def calls(self, role: str) -> list[CallSpeed]:
         """The changed entries' calls (new ones among them), or the current callers'."""

@@ -60,7 +60,7 @@ def _where(options: ReviewOptions) -> _Where:
     contract = Path(options.contract).resolve()
     if not contract.is_file():
         raise UsageError(f"--contract {options.contract}: no such file")
-    repo = repo_root(contract.parent)
+    repo = repo_root(contract.parent, "review")
     try:
         rel = contract.relative_to(repo.resolve()).as_posix()
     except ValueError:
