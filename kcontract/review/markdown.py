@@ -20,7 +20,7 @@ from kcontract.review.speed import CALLER, CHANGED
 
 SECTIONS = ("Environment and toolchain", "Exactness", "Speed of new and changed calls",
             "Current callers' speed, ABBA", "Contract SUMMARY, branch and base",
-            f"Gate {records_gate().number}", "Machine code")
+            f"Gate {records_gate().number}", "Machine code, changed and unchanged where it should be")
 
 
 def review_markdown(review: Review) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -52,7 +52,6 @@ class _Where:
     rel: str
     base: Revision
     head: Revision
-    trees: dict[str, Path] = field(default_factory=dict)
 
 
 def _where(options: ReviewOptions) -> _Where:
