@@ -18,6 +18,7 @@ COMMANDS = {  # name -> (module:attribute, the line `kcontract --help` shows)
     "check": ("kcontract.commands.check_cmd:check_command", "Everything that needs no GPU (the CPU CI job)."),
     "records": ("kcontract.commands.records_cmd:records_command", "Gate 5's launch records (--update rewrites)."),
     "sass-diff": ("kcontract.commands.sass_diff:sass_diff_command", "Which kernels' machine code changed."),
+    "review": ("kcontract.commands.review_cmd:review_command", "A pull request's receipt against its base branch."),
     "receipt": ("kcontract.commands.receipt_cmd:receipt_group", "Show, check or merge run receipts."),
     "bench": ("kcontract.commands.bench_cmd:bench_command", "GPU time of each kernel call against the read ceiling."),
     "mutate": ("kcontract.commands.mutate_cmd:mutate_command", "Mutation score of a CUDA entry's gates."),

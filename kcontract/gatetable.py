@@ -75,6 +75,12 @@ def records_gate() -> Gate:
     return next(g for g in TABLE if g.kind is Kind.RECORDS)
 
 
+def exactness_gate() -> Gate:
+    """The range gate on realistic inputs: its decided outputs bit-equal and outputs within range are the exactness
+    a review counts."""
+    return next(g for g in TABLE if g.kind is Kind.RANGES and g.suite is Suite.REALISTIC)
+
+
 def launching() -> tuple[int, ...]:
     """Gates that run kernels."""
     return tuple(g.number for g in TABLE if g.launches)

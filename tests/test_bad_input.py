@@ -154,6 +154,7 @@ def test_a_path_outside_says_how_to_let_it_in(project):
 
 
 LOADING = [("check",), ("list",), ("run", "--gate", "1"), ("records",), ("receipt", "check"), ("sass-diff",),
+           ("review", "--base", "HEAD"),
            ("coverage", "f"), ("mutate", "f"), ("bench",),
            ("init", "--family", "rmsnorm", "--python", "k:f", "--name", "g")]
 

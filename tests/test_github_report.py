@@ -262,11 +262,15 @@ def workflow_commands() -> list[list[str]]:
     return commands
 
 
-def test_the_workflow_parses_with_its_three_jobs():
+def test_the_workflow_parses_with_its_four_jobs():
     data = yaml.safe_load(WORKFLOW.read_text())
-    assert set(data["jobs"]) == {"cpu", "gpu", "receipt"}
+    assert set(data["jobs"]) == {"cpu", "gpu", "receipt", "review"}
     assert data["jobs"]["cpu"]["runs-on"] == "ubuntu-latest"
     assert data["jobs"]["gpu"]["runs-on"][:2] == ["self-hosted", "gpu"]
+    review = data["jobs"]["review"]
+    assert review["runs-on"][:2] == ["self-hosted", "gpu"] and "pull_request" in review["if"]
+    assert ["review", "--base", "origin/main", "--markdown", "reports/review.md", "--json", "reports/review.json"] \
+        in workflow_commands()
     readme = (ROOT / "README.md").read_text().splitlines()
     install = next(line for line in readme if line.startswith("python3 -m pip install -e"))
     assert install in [s.get("run") for s in data["jobs"]["cpu"]["steps"]]
@@ -279,7 +283,7 @@ def test_the_workflows_kcontract_commands_name_options_that_exist():
     from kcontract.cli import cli
 
     commands = workflow_commands()
-    assert {tuple(c[:1]) for c in commands} >= {("check",), ("run",), ("receipt",)}
+    assert {tuple(c[:1]) for c in commands} >= {("check",), ("run",), ("receipt",), ("review",)}
     pending = set()
     for words in commands:
         command, path = cli, []

@@ -45,9 +45,10 @@ class Builds:
 
     @classmethod
     def of(cls, loaded, *, jobs: int | None = None, progress: Callable[[Batch], None] | None = None,
-           recompile: bool = False) -> Builds:
-        """The builds of a loaded contract: every kernel its entries and controls name, in its cache."""
-        base, root = Path(loaded.path).resolve().parent, cache_root(loaded.path)
+           recompile: bool = False, root: Path | None = None) -> Builds:
+        """The builds of a loaded contract: every kernel its entries and controls name, in its cache (`root`: another
+        compile cache, as for a revision's contract exported outside the work tree)."""
+        base, root = Path(loaded.path).resolve().parent, root or cache_root(loaded.path)
         builders = default_builders(root, base, jobs, recompile)
         uses = [use for builder in builders for use in builder.uses(loaded)]
         return cls(uses, base, loaded.targets, root, progress=progress, recompile=recompile, builders=builders)

@@ -26,13 +26,14 @@ class Notes(RunListener):
 
 
 class TaskProgress(RunListener):
-    """The tasks as they go (report/progress.py), on stdout."""
+    """The tasks as they go (report/progress.py), on stdout (or the console given)."""
 
-    def __init__(self):
+    def __init__(self, console=out):
+        self.console = console
         self.progress: RunProgress | None = None
 
     def on_start(self, units: dict[tuple, int]) -> None:
-        self.progress = RunProgress(out, units).__enter__()
+        self.progress = RunProgress(self.console, units).__enter__()
 
     def on_step(self, step) -> None:
         self.progress.step(step)

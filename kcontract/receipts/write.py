@@ -22,13 +22,16 @@ from kcontract.receipts.rows import make_row, merged_rows, now, run_id
 
 def environment(gpu: bool, toolchain: dict | None = None) -> dict:
     """The host, Python and numpy, the toolchain that built the kernels (`nvrtc` its version); the GPU, its
-    driver, runtime and CuPy (with the NVRTC CuPy itself loaded) only when the run used a GPU."""
+    driver, runtime and CuPy (with the NVRTC CuPy itself loaded) only when the run used a GPU and CuPy runs on one
+    here (a GPU contract's rows that need none, its launch records, run on any machine)."""
+    from kcontract.launch import gpu_present
+
     env = {"kcontract": __version__, "python": platform.python_version(), "numpy": np.__version__,
            "machine": platform.machine(), "cpus": os.cpu_count()}
     if toolchain:
         env |= {"toolchain": toolchain["id"], "nvrtc": toolchain["nvrtc"], "nvrtc_from": toolchain["nvrtc_from"],
                 "headers": toolchain["headers"], "headers_from": toolchain["headers_from"]}
-    if gpu:
+    if gpu and gpu_present():
         import cupy
 
         props = cupy.cuda.runtime.getDeviceProperties(0)

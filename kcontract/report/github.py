@@ -146,6 +146,14 @@ def step_summary(loaded: LoadedContract, file: str, entries: list[Outcome], cont
     return doc.text()
 
 
+def add_to_step_summary(text: str, environ: Mapping[str, str] = os.environ) -> None:
+    """Append markdown to `$GITHUB_STEP_SUMMARY` where it is set, whole where it fits GitHub's limit beside what
+    earlier steps wrote there (else one note says it is full); elsewhere nothing."""
+    target = environ.get("GITHUB_STEP_SUMMARY")
+    if target:
+        append_summary(target, text if len(text.encode()) <= SUMMARY_BYTES - _size(target) else "")
+
+
 def append_summary(target: str, text: str) -> None:
     """Append to the step summary file; a file that cannot be written is one note on stderr."""
     if not text:

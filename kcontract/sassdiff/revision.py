@@ -24,12 +24,12 @@ def _git(repo: Path, *args: str) -> bytes:
     return done.stdout
 
 
-def repo_root(path: Path) -> Path:
-    """The top of the git work tree holding `path`."""
+def repo_root(path: Path, command: str = "sass-diff") -> Path:
+    """The top of the git work tree holding `path` (`command`: which command needs it, for the message)."""
     try:
         return Path(_git(path, "rev-parse", "--show-toplevel").decode().strip())
     except UsageError:
-        raise UsageError(f"sass-diff compares git revisions, and {path} is not inside a git work tree") from None
+        raise UsageError(f"{command} compares git revisions, and {path} is not inside a git work tree") from None
 
 
 def commit_of(repo: Path, rev: str) -> str:
