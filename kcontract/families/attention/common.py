@@ -69,11 +69,11 @@ class WindowAttention(Family):
         return self.CAUSES.get(kind, ())
 
     def reference_device_bytes(self, case: str) -> int:
-        """A replay's working arrays (replay.WORKING_BYTES) and the float64 copies of the case's longest keys."""
-        from kcontract.families.attention.replay import WORKING_BYTES
+        """A replay's working arrays (replay.working_bytes) and the float64 copies of the case's longest keys."""
+        from kcontract.families.attention.replay import working_bytes
 
         shape = self.spec.shape
-        return WORKING_BYTES + self.longest_keys(case) * shape.kv_heads * shape.head_dim * 8 * 2
+        return working_bytes() + self.longest_keys(case) * shape.kv_heads * shape.head_dim * 8 * 2
 
     def exports_needed(self) -> tuple[str, ...]:
         """A declared order whose counts are the kernel's own reads them from its exports."""
