@@ -189,7 +189,7 @@ class AttentionPrompt(WindowAttention):
         problem = self._build(label, seqs, window, scale=scale)
         n_part = int(problem.scalars["n_part"]) if "n_part" in problem.scalars else None
         a = self.spec.arithmetic
-        shared = a.replays_scores and (a.merges_online or not exact_scores)  # the reference takes replayed scores
+        shared = a.replays_scores  # the reference takes replayed scores, from one batched replay
 
         def reference() -> Reference:
             rows = [r for s in seqs for r in (with_shared_scores(s, window, scale, a.score_grouping) if shared
