@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -11,12 +13,19 @@ from tests.helpers.cli import ROOT, kcontract, no_traceback
 pytest.importorskip("matplotlib", reason="--plot needs matplotlib: pip install 'kcontract[plot]'")
 
 
-def test_a_receipts_bench_rows_become_one_svg_per_family(tmp_path):
-    done = kcontract("bench", "--plot", str(tmp_path / "plots"), "--from-receipt", "receipts/contract-h200.json")
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The repository receipt's bench rows drawn once for this module's tests: the command's result and its folder."""
+    folder = tmp_path_factory.mktemp("drawn") / "plots"
+    return kcontract("bench", "--plot", str(folder), "--from-receipt", "receipts/contract-h200.json"), folder
+
+
+def test_a_receipts_bench_rows_become_one_svg_per_family(drawn):
+    done, plots = drawn
     assert done.returncode == 0, done.stdout + done.stderr
-    made = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    made = sorted(p.name for p in plots.iterdir())
     assert made == ["attention.decode.svg", "attention.prompt.svg", "matmul.svg", "rmsnorm.svg"]
-    matmul = (tmp_path / "plots" / "matmul.svg").read_text()
+    matmul = (plots / "matmul.svg").read_text()
     assert matmul.startswith("<?xml") and "<svg" in matmul
     assert "ceiling 4,459 GB/s" in matmul and "ceiling 627 TFLOP/s" in matmul  # both rooflines of small and large M
     assert "k4096 n6144 bf16: peer" in matmul and "% of the roofline" in matmul
@@ -67,13 +76,13 @@ def test_receipt_show_links_the_rooflines_beside_it_and_names_stale_ones(tmp_pat
     assert said in stale
 
 
-def test_the_same_rows_draw_the_same_file_stamped_with_their_digest(tmp_path):
+def test_the_same_rows_draw_the_same_file_stamped_with_their_digest(drawn, tmp_path):
     from kcontract.receipts.plots import drawn_from, rows_digest
 
     data = json.loads((ROOT / "receipts/contract-h200.json").read_text())
-    for folder in ("a", "b"):
-        done = kcontract("bench", "--plot", str(tmp_path / folder), "--from-receipt", "receipts/contract-h200.json")
+    first, plots = drawn
+    again = kcontract("bench", "--plot", str(tmp_path / "b"), "--from-receipt", "receipts/contract-h200.json")
+    for done in (first, again):
         assert done.returncode == 0, done.stdout + done.stderr
-    first, second = ((tmp_path / folder / "matmul.svg").read_bytes() for folder in ("a", "b"))
-    assert first == second
-    assert drawn_from(tmp_path / "a" / "matmul.svg") == rows_digest(data["bench"], data["bench_ceiling"])
+    assert (plots / "matmul.svg").read_bytes() == (tmp_path / "b" / "matmul.svg").read_bytes()
+    assert drawn_from(plots / "matmul.svg") == rows_digest(data["bench"], data["bench_ceiling"])

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.helpers.cli import ROOT, kcontract, no_traceback
+from tests.helpers.cli import ROOT, kcontract, kcontract_here, no_traceback
 from tests.helpers.drift_peak import measured_peaks
 
 torch = pytest.importorskip("torch", reason="drift needs torch: pip install 'kcontract[torch]'")
@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch", reason="drift needs torch: pip install 'kco
 
 def test_fp32_decode_drift_is_found_at_the_first_mm_and_its_entry_goes_red_then_green(tmp_path):
     report, contract = tmp_path / "drift.json", tmp_path / "emitted" / "drift.yaml"
-    done = kcontract("drift", "examples.drift.llama:small", "--batch", "2,8", "--json", str(report),
-                     "--emit-contract", str(contract))
+    done = kcontract_here("drift", "examples.drift.llama:small", "--batch", "2,8", "--json", str(report),
+                          "--emit-contract", str(contract))
     no_traceback(done)
     assert done.returncode == 1, done.stdout + done.stderr
     first = json.loads(report.read_text())["first"]
@@ -39,23 +39,23 @@ def test_fp32_decode_drift_is_found_at_the_first_mm_and_its_entry_goes_red_then_
 
 
 def test_the_row_by_row_variant_reports_no_differing_op():
-    done = kcontract("drift", "examples.drift.llama:small_row_by_row", "--batch", "2,8")
+    done = kcontract_here("drift", "examples.drift.llama:small_row_by_row", "--batch", "2,8")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no op differs" in done.stdout
 
 
 def test_after_a_cached_context_each_request_keeps_its_own_cache_in_any_slot():
-    done = kcontract("drift", "examples.drift.llama:small_row_by_row", "--batch", "2,4", "--context", "64",
-                     "--tokens", "3")
+    done = kcontract_here("drift", "examples.drift.llama:small_row_by_row", "--batch", "2,4", "--context", "64",
+                          "--tokens", "3")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 tokens after 64 cached" in done.stdout and "no op differs" in done.stdout
-    drifting = kcontract("drift", "examples.drift.llama:small", "--batch", "2", "--context", "64")
+    drifting = kcontract_here("drift", "examples.drift.llama:small", "--batch", "2", "--context", "64")
     assert drifting.returncode == 1 and "first differing op: #6 aten.mm" in drifting.stdout, drifting.stdout
 
 
 def test_bf16_logits_that_drift_leave_the_greedy_token_as_it_was(tmp_path):
-    done = kcontract("drift", "examples.drift.llama:small_greedy", "--batch", "2,8", "--emit-contract",
-                     str(tmp_path / "c.yaml"))
+    done = kcontract_here("drift", "examples.drift.llama:small_greedy", "--batch", "2,8", "--emit-contract",
+                          str(tmp_path / "c.yaml"))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "first differing op: #65 aten.mm in the model" in done.stdout
     assert "reaches the output: no, the output's 1 elements keep their bits" in done.stdout
@@ -72,7 +72,7 @@ def test_bf16_logits_that_drift_leave_the_greedy_token_as_it_was(tmp_path):
     ("tests.helpers.drift_targets:branching --context 8", "its factory takes no `context` argument"),
 ])
 def test_a_bad_target_is_one_line_and_exit_2(target, said):
-    done = kcontract("drift", *target.split(), "--batch", "2,8")
+    done = kcontract_here("drift", *target.split(), "--batch", "2,8")
     no_traceback(done)
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(errors) == 1 and said in errors[0], done.stderr
@@ -159,7 +159,8 @@ def test_a_refused_emit_contract_path_is_named_as_the_option_typed(tmp_path):
 
 def test_an_op_of_several_outputs_names_the_output_that_differs(tmp_path):
     report = tmp_path / "drift.json"
-    done = kcontract("drift", "tests.helpers.drift_targets:attention_like", "--batch", "2,8", "--json", str(report))
+    done = kcontract_here("drift", "tests.helpers.drift_targets:attention_like", "--batch", "2,8", "--json",
+                          str(report))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "first differing op: #1 kctest.attend output 1 (logsumexp) in the model (batch 2, first slot)" in \
         done.stdout, done.stdout

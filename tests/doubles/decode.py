@@ -138,13 +138,24 @@ def partial_chunks(qb, k_cache, v_cache, pos, slot, *, win, ring, scale, chunk=C
     o = np.empty((n, hq, d), np.float32)
     for j in range(0, n, CHUNKS_PER_BLOCK):
         sel = slice(j, j + CHUNKS_PER_BLOCK)
-        idx = lanes[sel][mask[sel]] % ring
-        kf = np.zeros(mask[sel].shape + (hk, d), np.float32)
-        vf = np.zeros_like(kf)
-        kf[mask[sel]] = f32_of_bf16(k_cache[slot, idx])
-        vf[mask[sel]] = f32_of_bf16(v_cache[slot, idx])
+        kf, vf = (gathered(cache, slot, lanes[sel], mask[sel], ring) for cache in (k_cache, v_cache))
         m[sel], l[sel], o[sel] = chunk_sums(heads, kf, vf, mask[sel], np.float32(scale), acc_round, **score_hooks)
     return m, l, o
+
+
+def gathered(cache: np.ndarray, slot: int, lanes: np.ndarray, mask: np.ndarray, ring: int) -> np.ndarray:
+    """fp32 [chunks, C, Hk, D] of the slot's keys (or values) on the lanes the mask keeps, exact zeros elsewhere;
+    where those lanes are one run (a row's keys), they are converted in place."""
+    out = np.zeros(mask.shape + cache.shape[2:], np.float32)
+    bits, on = out.reshape(-1, *cache.shape[2:]).view(np.uint32), np.flatnonzero(mask)
+    at = lanes.reshape(-1)[on] % ring
+    if not on.size or on[-1] - on[0] + 1 != on.size:  # lanes left out inside the row's keys
+        bits[on] = f32_of_bf16(cache[slot, at]).view(np.uint32)
+        return out
+    if at[-1] - at[0] + 1 == on.size:  # not across the ring's end either: a view of the cache
+        at = slice(at[0], at[-1] + 1)
+    np.left_shift(cache[slot, at], np.uint32(16), out=bits[on[0]:on[-1] + 1], dtype=np.uint32)
+    return out
 
 
 def merge_chunks(m, l, o, b, *, factor=rescale, order=chunk_order):

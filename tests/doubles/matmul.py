@@ -11,6 +11,7 @@ from kcontract.numerics import bf16_from_f32_bits
 from .decode import f32_of_bf16
 
 PIECE = 256  # keys of K per fp32 partial product
+BLOCK = 1 << 18  # products held at a time (no effect on the bits)
 
 
 def product(a, b, pieces: int | None = None, acc=None, keep: int | None = None, order=None) -> np.ndarray:
@@ -30,8 +31,14 @@ def product(a, b, pieces: int | None = None, acc=None, keep: int | None = None, 
 
 
 def piece_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """[M, N] fp32: each row's exact products with each weight row, summed pairwise along K, a row at a time."""
-    return np.stack([(row[None, :] * b).sum(axis=1, dtype=np.float32) for row in a]).reshape(len(a), len(b))
+    """[M, N] fp32: each row's exact products with each weight row, summed pairwise along K (the contiguous axis, so
+    a sum's order is the piece's length alone, whatever rows share the block)."""
+    m, n = len(a), len(b)
+    out = np.empty((m, n), np.float32)
+    rows = max(1, BLOCK // max(1, n * a.shape[1]))
+    for r in range(0, m, rows):
+        np.sum(a[r:r + rows, None, :] * b[None, :, :], axis=2, dtype=np.float32, out=out[r:r + rows])
+    return out
 
 
 def write(out, value: np.ndarray) -> None:
@@ -62,11 +69,23 @@ def sequential_split_from_rows(a, b, out, *, m, n, k):
     pieces = [(0, k // 2), (k // 2, k)] if len(a) <= 8 else [(0, k)]
     total = np.zeros((af.shape[0], bf.shape[0]), np.float32)
     for lo, hi in pieces:
-        products = np.multiply(af.T[lo:hi, :, None], bf.T[lo:hi, None, :], order="C")  # [K, M, N], C order:
-        # numpy adds along its axis 0 one term after another
-        part = np.add.reduce(products, axis=0, dtype=np.float32)
-        total = (total + part).astype(np.float32)
+        total = (total + in_order(af[:, lo:hi], bf[:, lo:hi])).astype(np.float32)
     write(out, total)
+
+
+def in_order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[M, N] fp32: each row's exact products with each weight row added in K's order, one term after another."""
+    at, bt = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+    step = max(1, BLOCK // (a.shape[0] * b.shape[0]))
+    part = None if len(at) else np.zeros((a.shape[0], b.shape[0]), np.float32)  # no terms: the sum's +0
+    for lo in range(0, at.shape[0], step):
+        first = 0 if part is None else 1
+        products = np.empty((first + min(step, at.shape[0] - lo), a.shape[0], b.shape[0]), np.float32)
+        np.multiply(at[lo:lo + step, :, None], bt[lo:lo + step, None, :], out=products[first:])  # [K, M, N], C order
+        if part is not None:
+            products[0] = part  # the running sum, then this step's terms
+        part = np.add.reduce(products, axis=0, dtype=np.float32)  # along axis 0: one term after another
+    return part
 
 
 def k_tail_dropped(a, b, out, *, m, n, k):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,34 @@ def kcontract(*args: str, cwd: Path = ROOT, timeout: float = 600, env: dict | No
     environ |= {"COLUMNS": "80"} | (env or {})
     return subprocess.run([str(SCRIPT), *args], cwd=cwd, env=environ, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def kcontract_here(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """What `kcontract(*args)` gives, from the console script's entry point run in this process (cwd the
+    repository's): the same code, output and exit code without a new interpreter's start-up and imports, for
+    commands that run no workers and whose point is their output (drift, whose torch import is seconds)."""
+    from click.testing import CliRunner
+
+    from kcontract.cli import main
+
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    argv, cwd, code = sys.argv, Path.cwd(), 0
+    with CliRunner().isolation(env={"COLUMNS": "80", **(env or {})}) as (stdout, stderr, _):
+        sys.argv = ["kcontract", *args]
+        os.chdir(ROOT)
+        try:
+            main()
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else int(done.code is not None)
+        finally:
+            sys.argv = argv
+            os.chdir(cwd)
+            for number, handler in handlers.items():
+                signal.signal(number, handler)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return subprocess.CompletedProcess(["kcontract", *args], code, stdout.getvalue().decode(),
+                                           stderr.getvalue().decode())
 
 
 def no_traceback(proc: subprocess.CompletedProcess) -> None:
