@@ -13,7 +13,6 @@ from kcontract.runner.budget import WORKER_DEVICE_FLOOR, DeviceBudget, device_bu
 from kcontract.session.plan import Selection, device_bytes, plan_tasks
 from tests.helpers.cli import kcontract
 from tests.helpers.exits import out_of_memory_project
-from tests.helpers.peaks import gate_peak
 
 ROOT = Path(__file__).resolve().parent.parent
 GIB = 1 << 30
@@ -102,38 +101,3 @@ def test_a_whole_run_on_a_fake_80_gb_card_never_holds_more_than_the_card(monkeyp
         thread.join()
     largest = max(t.device_bytes for t in tasks)
     assert jobs == 16 and peak[0] + jobs * WORKER_DEVICE_FLOOR <= max(free, largest + jobs * WORKER_DEVICE_FLOOR)
-
-
-def test_a_replayed_reference_holds_at_most_what_its_entry_declares(monkeypatch):
-    """With a replay's block, a score replay's block and a k-step's tile small, a fused prompt's gate 1 (a ring with
-    image spans, two merge chains) replays in many blocks of a few rows; the case's drawn inputs and references at
-    their peak stay within its declared bytes, however many rows it has."""
-    from kcontract.families.attention import replay, shared_scores
-    from kcontract.numerics import tensorcore
-
-    monkeypatch.setenv("KCONTRACT_REFERENCES", "numpy")
-    monkeypatch.setattr(replay, "ELEMENTS", 1 << 16)
-    monkeypatch.setattr(shared_scores, "ELEMENTS", 1 << 16)
-    monkeypatch.setattr(tensorcore, "TERMS", 1 << 14)
-    loaded = load_contract(str(ROOT / "tests" / "contracts" / "fused.yaml"), import_kernels=False)
-    family, case = loaded.entry("np_fused_d64_g2_bf16_sliding_chains2").fresh_family(5), "ring_w256"
-    rows, _ = replay.blocks_of(6, 64, 64, 2, replay.ELEMENTS)
-    assert rows < family.case_rows(case) // 8  # many blocks
-    peak = gate_peak(family, 1, case)
-    declared = family.case_bytes(case) + family.reference_device_bytes(case)
-    assert peak <= declared, f"{peak} bytes at the peak, {declared} declared"
-
-
-def test_a_matmul_reference_holds_at_most_what_its_entry_declares(monkeypatch):
-    """The float64 weights, their magnitudes and a block's products at their peak, at every range gate, stay within
-    the declared bytes less cuBLAS's workspace (numpy takes none)."""
-    from kcontract.families.matmul.family import CUBLAS_WORKSPACE
-
-    monkeypatch.setenv("KCONTRACT_REFERENCES", "numpy")
-    loaded = load_contract(str(ROOT / "tests" / "contracts" / "matmul.yaml"), import_kernels=False)
-    family = loaded.entry("np_matmul_fp32").fresh_family(5)
-    case = "m5_k4096_n64"
-    declared = family.case_bytes(case) + family.reference_device_bytes(case) - CUBLAS_WORKSPACE
-    for number, name in ((1, case), (3, f"stress/{case}"), (4, f"exact/{case}")):
-        peak = gate_peak(family, number, name)
-        assert peak <= declared, f"gate {number}: {peak} bytes at the peak, {declared} declared"

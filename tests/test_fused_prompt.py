@@ -364,21 +364,6 @@ def test_rows_replayed_together_in_chains_get_the_bounds_each_gets_alone(monkeyp
                 assert all(np.array_equal(a, b) for a, b in zip(alone[name], got[name])), (chains, name)
 
 
-def test_an_online_replay_in_blocks_of_one_row_and_pieces_of_one_chunk_changes_no_bit():
-    rng = np.random.default_rng(14)
-    d, group = 64, 2
-    q, k, v, scale = bf16_row(rng, group, 400, d, k_rms=0.3)
-    rows = [(round_to(q + 0.2 * rng.standard_normal(q.shape), "bf16"), k[first:pos + 1], v[first:pos + 1], first,
-             pos, None) for first, pos in ((10, 300), (64, 383), (0, 290), (70, 330))]  # five chunks each
-    for chains in (1, 2):
-        kw = {"order": "online_mma", "p_round": "bf16", "grouping": "natural", "chains": chains}
-        whole = replay_rows(rows, scale, 64, group, **kw)
-        small = replay_rows(rows, scale, 64, group, elements=d * 64, partials=False, **kw)
-        for a, b in zip(whole, small):
-            for name in ("out", "row_m"):
-                assert all(np.array_equal(x, y) for x, y in zip(a[name], b[name])), (chains, name)
-
-
 def test_the_reference_replays_the_declared_merge_chains():
     """q = 0 (every p exactly 1) and value chunks 2^10, 3 2^-14, -2^10, 3 2^-14: the order of the cancelling sum
     moves the replayed range, and the reference's range is the one of the declared chains."""

@@ -180,28 +180,6 @@ def test_rows_replayed_together_get_the_bounds_each_gets_alone():
                 assert all(np.array_equal(a, b) for a, b in zip(alone[name], got[name])), (order, name)
 
 
-def test_a_replay_in_blocks_of_one_row_and_pieces_of_one_chunk_changes_no_bit():
-    from kcontract.families.attention.replay import replay_rows
-
-    rng = np.random.default_rng(13)
-    d, group, hk = 64, 2, 2
-    k = round_to(rng.standard_normal((900, hk, d)) * 0.1, "bf16")
-    v = round_to(rng.standard_normal((900, hk, d)), "bf16")
-    scale = float(np.float32(1 / np.sqrt(d)))
-    rows = [(round_to(rng.standard_normal((group * hk, d)), "bf16"), k[200:pos + 1], v[200:pos + 1], 200, pos, None)
-            for pos in (700, 701, 740, 767)]  # three chunks each
-    kw = {"kernel": split_counts(d, group)}
-    for order, p_round in (("split_chain", "bf16"), ("split_lanes", "none"), ("split_mma", "none")):
-        whole = replay_rows(rows, scale, 256, group, order=order, p_round=p_round, **kw)
-        small = replay_rows(rows, scale, 256, group, order=order, p_round=p_round, elements=d * 256, **kw)
-        hidden = replay_rows(rows, scale, 256, group, order=order, p_round=p_round, partials=False, **kw)
-        for a, b, c in zip(whole, small, hidden):
-            assert sorted(c) == ["out", "row_m"]
-            for name in a:
-                assert all(np.array_equal(x, y) for x, y in zip(a[name], b[name])), (order, name)
-            assert all(np.array_equal(x, y) for x, y in zip(a["out"], c["out"])), order
-
-
 def prompt_mma_kernel(q, k, v, first, pos, scale, rng, p_bf16):
     """One head group of a prompt kernel with p times V on tensor cores, emulated with the H200 k-step model:
     o per chunk by k-steps over 16 keys (fp32 p as three bf16 parts), one merge chain, IEEE division, bf16."""

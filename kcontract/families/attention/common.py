@@ -69,27 +69,11 @@ class WindowAttention(Family):
         return self.CAUSES.get(kind, ())
 
     def reference_device_bytes(self, case: str) -> int:
-        """A replay's working arrays (replay.working_bytes), a score replay's (shared_scores.working_bytes), and the
-        float64 copies of the keys and values a replay holds at once (replayed_keys) and of the case's queries."""
-        from kcontract.families.attention import replay, shared_scores
+        """A replay's working arrays (replay.WORKING_BYTES) and the float64 copies of the case's longest keys."""
+        from kcontract.families.attention.replay import WORKING_BYTES
 
         shape = self.spec.shape
-        copies = self.replayed_keys(case) * shape.kv_heads * 2 + self.case_rows(case) * shape.q_heads
-        return (replay.working_bytes() + shared_scores.working_bytes(self.longest_keys(case), shape.head_dim)
-                + copies * shape.head_dim * 8)
-
-    def longest_keys(self, case: str) -> int:
-        """Keys of the case's longest row or sequence."""
-        raise NotImplementedError
-
-    def replayed_keys(self, case: str) -> int:
-        """Keys one replay of the case holds float64 copies of at once: its rows of one chunk count replay
-        together, each with its own keys (rows of one sequence or stream share theirs)."""
-        raise NotImplementedError
-
-    def case_rows(self, case: str) -> int:
-        """Rows of the case's call."""
-        raise NotImplementedError
+        return WORKING_BYTES + self.longest_keys(case) * shape.kv_heads * shape.head_dim * 8 * 2
 
     def exports_needed(self) -> tuple[str, ...]:
         """A declared order whose counts are the kernel's own reads them from its exports."""

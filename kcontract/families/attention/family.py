@@ -71,22 +71,6 @@ class AttentionDecode(WindowAttention):
         window = self.window_of(c)
         return max(pos - window.first(pos) + 1 for pos in c.rows)
 
-    def replayed_keys(self, case: str) -> int:
-        """The keys of the rows of one chunk count (a stream's rows share their stream's keys), or of gate 1's two
-        order probes at the longest row, whichever is more."""
-        c = self._case(case)
-        window, chunk = self.window_of(c), self.spec.arithmetic.chunk
-        buffers = [i % c.streams if c.streams else i for i in range(len(c.rows))]
-        tops = {b: max(pos for pos, mine in zip(c.rows, buffers) if mine == b) for b in set(buffers)}
-        by_count: dict[int, set[int]] = {}
-        for pos, buffer in zip(c.rows, buffers):
-            by_count.setdefault(pos // chunk - window.first(pos) // chunk + 1, set()).add(buffer)
-        held = [sum(tops[b] - window.first(tops[b]) + 1 for b in group) for group in by_count.values()]
-        return max(held + [2 * self.longest_keys(case)])
-
-    def case_rows(self, case: str) -> int:
-        return len(self._case(case).rows)
-
     def case_bytes(self, case: str) -> int:
         """Host bytes a worker holds at most: the rows' keys and four order probes (the caches are Assembled from
         them), drawing the longest row, and its float64 reference's per-key arrays."""

@@ -128,18 +128,6 @@ class AttentionPrompt(WindowAttention):
         window = self.window_of(c)
         return max(s.end - window.first(s.start) + 1 for s in c.sequences)
 
-    def replayed_keys(self, case: str) -> int:
-        """Every sequence's keys, or those of gate 1's order probes (two bands at each of up to two positions, of
-        the longest sequence's keys at most), whichever is more."""
-        c = self._case(case)
-        window = self.window_of(c)
-        ends = sorted({s.end for s in c.sequences})
-        positions = len({ends[-1], ends[len(ends) // 2]})  # as _probe_seqs places them
-        return max(sum(s.end - window.first(s.start) + 1 for s in c.sequences), 2 * positions * self.longest_keys(case))
-
-    def case_rows(self, case: str) -> int:
-        return self._case(case).rows
-
     def case_bytes(self, case: str) -> int:
         """Host bytes a worker holds at most: each sequence's keys (twice: drawn and laid out), the float32 draws
         of the longest, and the per-key arrays of one row's float64 reference."""
@@ -189,7 +177,7 @@ class AttentionPrompt(WindowAttention):
         problem = self._build(label, seqs, window, scale=scale)
         n_part = int(problem.scalars["n_part"]) if "n_part" in problem.scalars else None
         a = self.spec.arithmetic
-        shared = a.replays_scores  # the reference takes replayed scores, from one batched replay
+        shared = a.replays_scores and (a.merges_online or not exact_scores)  # the reference takes replayed scores
 
         def reference() -> Reference:
             rows = [r for s in seqs for r in (with_shared_scores(s, window, scale, a.score_grouping) if shared

@@ -20,8 +20,7 @@ def realistic_row(rng: np.random.Generator, shape: Shape, values: Values, window
     n = pos - first + 1
     q = scaled_normal(rng, (hq, d), rng.uniform(*values.q_rms, size=hq))
     k = scaled_normal(rng, (n, hk, d), rng.uniform(*values.k_rms, size=(n, hk)), np.float32)  # long: float32 draws
-    v = rng.standard_normal((n, hk, d), dtype=np.float32)
-    v *= np.float32(values.v_rms)
+    v = rng.standard_normal((n, hk, d), dtype=np.float32) * np.float32(values.v_rms)
     if "mean-shifted" in kind:
         signs = rng.choice([-1.0, 1.0], size=(hk, d))
         v += (signs * rng.uniform(0.5, 1.5, size=(hk, d)) * values.v_mean).astype(np.float32)

@@ -95,79 +95,41 @@ def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: i
 
 
 ELEMENTS = 1 << 25  # values of a replay's largest array formed at once (rows x heads x chunks x keys x D)
-WORKING = 12  # float64 arrays of ELEMENTS a block of a replay holds at once, at most: its k-step's terms and more
-NUMPY_ELEMENTS = 1 << 21  # on numpy, blocks this small: their temporaries are reused, not mapped afresh each time
-
-
-def working_bytes() -> int:
-    """What a replay holds at once beside its float64 copies of q, k and v: one block's arrays (blocks_of)."""
-    return WORKING * 8 * ELEMENTS
-
-
-def blocks_of(nch: int, d: int, chunk: int, group: int, elements: int) -> tuple[int, int]:
-    """(rows, chunks) a replay forms at once for rows of nch chunks: a k-step's terms [R, G, c, 16, D] and a
-    chunk's values [R, c, chunk, D] within `elements` values; a row too long for that alone in pieces of chunks."""
-    span = max(1, elements // (d * max(chunk, STEP * group)))  # a row's chunks within elements
-    return max(1, span // nch), min(nch, span)
+WORKING_BYTES = 12 * 8 * ELEMENTS  # what a replay holds at once: at most a dozen float64 arrays of ELEMENTS
 
 
 def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None, order: str = "split_lanes",
                 p_round: str = "none", grouping: str = "decode", chains: int = 1,
-                elements: int | None = None, kernel: dict[str, int] | None = None,
-                partials: bool = True) -> list[dict]:
+                elements: int = ELEMENTS, kernel: dict[str, int] | None = None) -> list[dict]:
     """replay_row for rows (q, k, v, first, pos, scores or None) with the same number of chunks, replayed
-    together along a leading row axis: each row's bounds are those it gets alone. The rows go through in blocks
-    within `elements` values (default ELEMENTS, on numpy NUMPY_ELEMENTS at most; blocks_of), a block's chunk sums
-    (a long row's in pieces of its chunks) and merge formed together, so a replay holds one block's arrays however
-    many rows it replays; without `partials` a row's bounds leave out m, l and o (a kernel that hides them)."""
+    together along a leading row axis: each row's bounds are those it gets alone. The chunks' sums are formed
+    for as many rows as `elements` allows at a time, and the merge, a loop over chunks, runs once for every row
+    and head."""
     xp = reference_module() if xp is None else xp
     grids = [chunk_grid(first, pos, chunk) for _, _, _, first, pos, _ in rows]
     if len({g.shape[0] for g in grids}) != 1:
         raise ValueError("replay_rows takes rows with the same number of chunks")
-    d = np.asarray(rows[0][0]).shape[1]
+    hq, d = np.asarray(rows[0][0]).shape
     hk = np.asarray(rows[0][1]).shape[1]
+    nch = grids[0].shape[0]
     how = ORDERS[order].of(kernel)
     if chains != 1 and how.runs:
         raise ValueError(f"merge chains belong to an online merge (sum_order: online_mma), given: {chains} "
                          f"chains with sum_order: {order}")
-    nch = grids[0].shape[0]
-    if elements is None:
-        elements = min(ELEMENTS, NUMPY_ELEMENTS) if xp is np else ELEMENTS
-    size, piece = blocks_of(nch, d, chunk, group, elements)
+    size = max(1, elements // (nch * d * max(chunk, STEP * group)))  # a k-step's terms: [R, G, nch, 16, D]
     copies = SharedCopies(xp)
-    found = []
-    for i in range(0, len(rows), size):
-        block, cut = rows[i:i + size], grids[i:i + size]
-        parts = [_chunk_sums(block, [g[c:c + piece] for g in cut], scale, group, hk, copies, how, p_round, grouping)
-                 for c in range(0, nch, piece)]
-        found += _merged(_joined(parts, xp), block, chunk, how, chains, partials)
-    return found
-
-
-def _joined(parts: list[tuple], xp) -> tuple:
-    """One block's chunk sums from its pieces of chunks, in chunk order: m and l along their last axis, o along
-    its chunk axis."""
-    if len(parts) == 1:
-        return parts[0]
-    return tuple(xp.concatenate([part[j] for part in parts], axis=-1 if j < 3 else -2) for j in range(5))
-
-
-def _merged(sums: tuple, rows: list[tuple], chunk: int, how: "Order", chains: int, partials: bool) -> list[dict]:
-    """Each row's bounds on the host from its block's chunk sums (m, l_lo, l_hi, o_lo, o_hi [R, Hq, ...]): the
-    merge in the declared order, the largest score, and the partials where asked for."""
-    m, l_lo, l_hi, o_lo, o_hi = sums
-    xp = array_module(m)
+    parts = [_chunk_sums(rows[i:i + size], grids[i:i + size], scale, group, hk, copies, how, p_round, grouping)
+             for i in range(0, len(rows), size)]
+    m, l_lo, l_hi, o_lo, o_hi = (xp.concatenate([part[j] for part in parts]) for j in range(5))  # [R, Hq, ...]
     if how.runs:
         y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, how.runs)
     else:
-        nch = m.shape[-1]
         c0 = np.array([first // chunk for _, _, _, first, _, _ in rows])
         chain = (c0[:, None] + np.arange(nch)) % chains  # each row's chunks' chains at absolute positions
         y_lo, y_hi = _merge_online(m, l_lo, l_hi, o_lo, o_hi, xp.asarray(chain[:, None, :]), chains)
     top = m.max(axis=-1)  # the row's largest score: the online merge's final M, exact
     found = [{} for _ in rows]
-    named = (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi)) if partials else ()
-    for name, lo, hi in named + (("out", y_lo, y_hi), ("row_m", top, top)):
+    for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi), ("row_m", top, top)):
         lo, hi = to_host(lo), to_host(hi)
         for r, f in enumerate(found):
             f[name] = (lo[r], hi[r])
@@ -213,20 +175,19 @@ def _chunk_sums(rows: list[tuple], grids: list[np.ndarray], scale: float, group:
     on = xp.asarray(np.stack([g >= 0 for g in grids]))  # [R, nch, C]
     kg_n = how.key_groups
     lane_sums = _quad_sums if how.lanes == "quad" else _lane_sums
-    spans = [(int(grid[grid >= 0].min()), int(grid.max())) for grid in grids]  # the keys of each grid's chunks
-    at_key = [(xp.asarray(np.maximum(grid - lo, 0)), xp.asarray(np.maximum(grid, 0)))
-              for grid, (lo, _) in zip(grids, spans)]  # [nch, C] in the span's scores and in the row's keys
     heads = []
     for g in range(hk):
         at = slice(g * group, (g + 1) * group)
         s_rows, v_rows = [], []
-        for (q, k, v, _, _, scores), (lo, hi), (in_span, in_row) in zip(rows, spans, at_key):
+        for (q, k, v, _, _, scores), grid in zip(rows, grids):
+            idx = xp.asarray(np.maximum(grid, 0))
+            kk = copies.float64(k)[:, g, :]
             if scores is None:
-                s = replay_scores(copies.float64(q)[at], copies.float64(k)[lo:hi + 1, g, :], scale, xp, grouping)
+                s = replay_scores(copies.float64(q)[at], kk, scale, xp, grouping)
             else:
-                s = to_device(np.ascontiguousarray(scores[at, lo:hi + 1]), xp)  # [G, keys] exact fp32
-            s_rows.append(s[:, in_span])
-            v_rows.append(copies.float64(v)[:, g, :][in_row])
+                s = to_device(np.ascontiguousarray(scores[at]), xp)  # [G, n] exact fp32
+            s_rows.append(s[:, idx])
+            v_rows.append(copies.float64(v)[:, g, :][idx])
         sg = xp.where(on[:, None], xp.stack(s_rows), -xp.inf)  # [R, G, nch, C]
         m = sg.max(axis=-1)
         with np.errstate(invalid="ignore"):

@@ -7,16 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from kcontract.families.attention.bounds import as_float64, score_sums
-from kcontract.numerics import tensorcore
 from kcontract.numerics.xp import reference_module, to_device, to_host
 
 ELEMENTS = 1 << 24  # scores formed per block: rows x query heads of one key head x keys
-
-
-def working_bytes(keys: int, head_dim: int) -> int:
-    """What a block of the replay holds at once: its scores where they are formed and on the host, its key head's
-    keys as bf16 bits, and a k-step's tiles off the fused kernel (a few arrays of tensorcore.TERMS values)."""
-    return 2 * 8 * ELEMENTS + keys * head_dim * 2 + 8 * 8 * tensorcore.TERMS
 
 
 def shared_scores(q: np.ndarray, k: np.ndarray, spans: list[tuple[int, int]], scale: float, xp=None,

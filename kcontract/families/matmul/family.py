@@ -11,7 +11,7 @@ import numpy as np
 from kcontract.errors import UsageError
 from kcontract.families.matmul import drift
 from kcontract.families.matmul.orders import probe_splits, separated
-from kcontract.families.matmul.reference import BLOCK, expected
+from kcontract.families.matmul.reference import expected
 from kcontract.families.matmul.spec import Case, MatmulSpec
 from kcontract.family.base import Family
 from kcontract.family.torch_op import FromTorch, TorchOp
@@ -33,8 +33,6 @@ ORDER_ROWS = 16  # rows of each order probe set
 STRESS_ROWS, EXACT_ROWS = 8, 8
 ORDER_SHIFT = 1.0e5  # order probes: bf16 rows of a pair all but equal to it, partials far above the output
 ROW_TILE = 128  # the row tile batches are sized around where the kernel exports none (a Python kernel)
-PRODUCTS = 6  # [rows, N] float64 arrays a block of the reference holds at once (dot, magnitudes, bound, radius)
-CUBLAS_WORKSPACE = 128 << 20  # device bytes cuBLAS may take for its products
 TEMPLATE = """\
 # the declared accumulation: fp32 sums in any order, or tensor-core k-steps (mma_bf16) chained over each of
 # split_k pieces of K (whole k tiles of k_tile; fixed, never chosen from M), the pieces added in order in fp32;
@@ -141,12 +139,9 @@ class Matmul(Family):
         return (c.m * c.k + c.n * c.k) * 2 + c.m * c.n * 4
 
     def reference_device_bytes(self, case: str) -> int:
-        """What reference.ranges holds at once: b and |b| in float64 and a contiguous copy of either (a product may
-        take one), a block of rows of a and |a|, the block's products and their temporaries, and cuBLAS's
-        workspace."""
+        """The float64 product's output and its k-step replay's partial sums, and cuBLAS's workspace."""
         c = self._case(case)
-        rows = min(c.m, BLOCK)
-        return (3 * c.n + 2 * rows) * c.k * 8 + PRODUCTS * rows * c.n * 8 + CUBLAS_WORKSPACE
+        return c.m * c.n * 8 * 2 + (128 << 20)
 
     def bench_calls(self, sizes: dict[str, tuple[int, ...]]) -> list:
         from kcontract.families.matmul.bench import matmul_call
