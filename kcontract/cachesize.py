@@ -52,19 +52,28 @@ def cap() -> int:
 
 
 def _tree(path: Path) -> tuple[int, float]:
-    """Bytes and newest modification time of a file or folder."""
+    """Bytes and newest modification time of a file or folder (the files under it, not through linked folders)."""
     if path.is_file():
         st = path.stat()
         return st.st_size, st.st_mtime
     size, used = 0, 0.0
-    for entry in path.rglob("*"):
+    folders = [path]
+    while folders:
         try:
-            st = entry.stat()
+            entries = os.scandir(folders.pop())
         except OSError:
             continue
-        if entry.is_file():
-            size += st.st_size
-            used = max(used, st.st_mtime)
+        with entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.is_file():
+                        st = entry.stat()
+                        size += st.st_size
+                        used = max(used, st.st_mtime)
+                except OSError:
+                    continue
     return size, used
 
 
