@@ -67,6 +67,20 @@ def test_cpu_contract_from_the_repository_root_at_80_columns(cpu_contract_run):
             assert result["checked"] == result["bit_equal"] + result["within"] + result["failures"]
 
 
+def test_the_json_timeline_has_every_task_on_the_workers_in_order(cpu_contract_run):
+    doc = json.loads(cpu_contract_run.report.read_text())
+    timeline = doc["timeline"]
+    ran = {(o["task"]["kind"], o["task"]["name"], g) for o in doc["entries"] + doc["controls"] for g in o["gates"]}
+    assert {(t["kind"], t["name"], str(g)) for t in timeline for g in t["gates"]} == ran
+    assert all(0 <= t["ready_s"] <= t["start_s"] <= t["end_s"] for t in timeline), timeline
+    assert [t["start_s"] for t in timeline] == sorted(t["start_s"] for t in timeline)
+    assert {t["slot"] for t in timeline} == {0, 1}  # --jobs 2
+    for slot in (0, 1):  # a slot runs one task at a time
+        mine = [t for t in timeline if t["slot"] == slot]
+        assert all(a["end_s"] <= b["start_s"] for a, b in zip(mine, mine[1:])), mine
+    assert all("spans" not in o for o in doc["entries"] + doc["controls"])  # rows keep no timing of the pool
+
+
 def test_aborting_and_hanging_kernels_are_reported_and_the_run_goes_on():
     proc = kcontract("run", "--contract", "tests/contracts/faulty.yaml", timeout=300)
     assert proc.returncode == 1

@@ -25,8 +25,9 @@ def _plain(value):
 
 
 def run_document(entries: list[Outcome], controls: list[Outcome], summary: Summary,
-                 planted: dict[str, int], toolchain=None) -> dict:
-    """Everything a report or receipt needs; `toolchain` is the one that built the CUDA kernels, if any."""
+                 planted: dict[str, int], toolchain=None, since: float | None = None) -> dict:
+    """Everything a report or receipt needs; `toolchain` is the one that built the CUDA kernels, if any; `since`:
+    the `time.monotonic()` the run began, which the timeline counts from."""
     return {
         "summary": summary.line(),
         "exit_code": int(summary.exit_code),
@@ -36,9 +37,30 @@ def run_document(entries: list[Outcome], controls: list[Outcome], summary: Summa
         "references": reference_counts(entries + controls),
         "inputs": reference_counts(entries + controls, "inputs"),
         "stages": stage_seconds(entries + controls),
-        "entries": [_plain(o) for o in entries],
-        "controls": [_plain(o) for o in controls],
+        "entries": [_outcome(o) for o in entries],
+        "controls": [_outcome(o) for o in controls],
+        "timeline": timeline(entries + controls, since),
     }
+
+
+def _outcome(outcome: Outcome) -> dict:
+    """An outcome as rows keep it: its timeline goes under the document's `timeline`."""
+    plain = _plain(outcome)
+    plain.pop("spans", None)
+    return plain
+
+
+def timeline(outcomes: list[Outcome], since: float | None) -> list[dict]:
+    """Each task the pool ran, by start: its worker slot, gates, declared device bytes and the seconds since
+    `since` (the first task's wait, where None) at which it was ready, started (its device bytes fit) and ended."""
+    spans = [(o, span) for o in outcomes for span in o.spans]
+    if not spans:
+        return []
+    zero = since if since is not None else min(span.queued for _, span in spans)
+    return [{"kind": o.task.kind, "name": o.task.name, "gates": span.gates, "slot": span.slot,
+             "device_mb": round(span.device_bytes / (1 << 20)), "ready_s": round(span.queued - zero, 2),
+             "start_s": round(span.started - zero, 2), "end_s": round(span.ended - zero, 2)}
+            for o, span in sorted(spans, key=lambda item: item[1].started)]
 
 
 def reference_counts(outcomes: list[Outcome], what: str = "references") -> dict:

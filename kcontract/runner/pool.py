@@ -24,7 +24,7 @@ from kcontract.runner.budget import DeviceBudget
 
 from kcontract.runner.order import start_order
 from kcontract.runner.job import Job
-from kcontract.verdict.outcome import Outcome, Progress
+from kcontract.verdict.outcome import Outcome, Progress, Span
 
 
 def _serve(conn: Connection) -> None:
@@ -201,7 +201,7 @@ def run_in_workers(work: list[Job], jobs: int, on_progress: Callable[[Progress],
         with lock:
             on_progress(progress)
 
-    def drive() -> None:
+    def drive(slot: int) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # children inherit the mask
         pool = Pool(workers)
         try:
@@ -210,14 +210,18 @@ def run_in_workers(work: list[Job], jobs: int, on_progress: Callable[[Progress],
                     index, job = todo.get_nowait()
                 except queue.Empty:
                     return
+                queued = time.monotonic()
                 if not budget.take(job.task.device_bytes, workers.stopped):
                     return
+                started = time.monotonic()
                 try:
                     outcome = pool.run(job, report)
                 finally:
                     budget.give(job.task.device_bytes)
                 if outcome is None or workers.stopped.is_set():
                     return  # a worker killed by the interrupt did not crash: its task is reported as interrupted
+                task = job.task
+                outcome.spans = [Span(list(task.gates), task.device_bytes, slot, queued, started, time.monotonic())]
                 outcomes[index] = outcome
                 with lock:
                     on_done(outcome)
@@ -227,7 +231,8 @@ def run_in_workers(work: list[Job], jobs: int, on_progress: Callable[[Progress],
         finally:
             pool.close()
 
-    threads = [threading.Thread(target=drive, daemon=True) for _ in range(min(jobs, max(1, len(tasks))))]
+    slots = range(min(jobs, max(1, len(tasks))))
+    threads = [threading.Thread(target=drive, args=(slot,), daemon=True) for slot in slots]
     try:
         for thread in threads:
             thread.start()

@@ -53,7 +53,7 @@ def alone_after_out_of_memory(work: list, outcomes: list[Outcome | None], on_pro
     found = list(outcomes)
     for i, outcome in zip(again, redone):
         if outcome is not None:
-            outcome.task = work[i].task
+            outcome.task, outcome.spans = work[i].task, outcomes[i].spans + outcome.spans
             outcome.detail = (outcome.detail + "; " if outcome.detail else "") + "ran alone after running out of " \
                                                                                  "device memory beside other tasks"
         found[i] = outcome

@@ -152,7 +152,7 @@ class Session:
     def document(self, result: RunResult) -> dict:
         """The run's JSON document."""
         return run_document(result.entries, result.controls, result.summary, result.planted,
-                            self.ready.toolchain if self.ready else None)
+                            self.ready.toolchain if self.ready else None, since=self.started)
 
     def prune(self) -> list[str]:
         """Keep the contract's cache under its cap, sparing what this session used; the note saying what went."""

@@ -34,6 +34,19 @@ class Task:
 
 
 @dataclass
+class Span:
+    """Where and when one task ran in the pool: its gates, declared device bytes, worker slot and
+    `time.monotonic()` stamps of when it was ready, when its device bytes fit and it started, and when it ended."""
+
+    gates: list[int]
+    device_bytes: int
+    slot: int
+    queued: float
+    started: float
+    ended: float
+
+
+@dataclass
 class Outcome:
     """A task's result: per-gate results, or how it died."""
 
@@ -47,6 +60,7 @@ class Outcome:
     seconds: float = 0.0
     fatal: bool = False  # the worker cannot run another task (a faulted GPU context)
     kernel: dict = field(default_factory=dict)  # which compiled kernel ran (source, SM, toolchain, cubin sha256)
+    spans: list[Span] = field(default_factory=list)  # when and where each task behind it ran (the pool's clock)
 
     def failed_gates(self) -> list[int]:
         """Gates that went red (every gate when the task did not run to the end)."""
@@ -78,6 +92,7 @@ def merge_outcomes(outcomes: list[Outcome]) -> list[Outcome]:
         m.task.gates = sorted(set(m.task.gates) | set(o.task.gates))
         m.gates = dict(sorted({**m.gates, **o.gates}.items()))
         m.seconds += o.seconds
+        m.spans = m.spans + o.spans
         m.kernel = m.kernel or o.kernel
         if m.status == "ran" and o.status != "ran":
             m.status, m.detail, m.trace, m.fatal = o.status, o.detail, o.trace, o.fatal
