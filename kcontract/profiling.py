@@ -19,6 +19,7 @@ class Clock:
 
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     gpu_peak: int = 0  # bytes the launcher's memory pool held at most
+    gpu_live: int = 0  # bytes the gate's device arrays held at most at once (tracking_gpu_live), cached blocks aside
     cache: dict[str, dict[str, int]] = field(default_factory=lambda: {
         what: {"hit": 0, "miss": 0, "rebuilt": 0, "off": 0} for what in ("references", "inputs")})
 
@@ -27,7 +28,7 @@ class Clock:
         staged = {f"{name}_s": round(s, 3) for name, s in self.seconds.items()}
         other = max(0.0, total - sum(self.seconds.values()))
         return {**staged, "other_s": round(other, 3), "peak_host_mb": round(host_peak / MB, 1),
-                "peak_gpu_mb": round(self.gpu_peak / MB, 1), **{what: dict(n) for what, n in self.cache.items()}}
+                "peak_gpu_mb": round(self.gpu_peak / MB, 1), "live_gpu_mb": round(self.gpu_live / MB, 1), **{what: dict(n) for what, n in self.cache.items()}}
 
 
 _clock: Clock | None = None
@@ -69,6 +70,45 @@ def note_gpu_bytes(held: int) -> None:
     """The launcher's memory pool holds `held` bytes now."""
     if _clock is not None:
         _clock.gpu_peak = max(_clock.gpu_peak, int(held))
+
+
+def note_gpu_live(live: int) -> None:
+    """The device arrays hold `live` bytes now."""
+    if _clock is not None:
+        _clock.gpu_live = max(_clock.gpu_live, int(live))
+
+
+@contextmanager
+def tracking_gpu_live() -> Iterator[None]:
+    """While inside, each block CuPy's pool hands out or takes back in this thread moves the live bytes the gate's
+    clock peaks at (CuPy's memory hooks); nothing where CuPy cannot reach a device."""
+    try:
+        import cupy
+        from cupy.cuda.memory_hook import MemoryHook
+
+        held = cupy.get_default_memory_pool().used_bytes()
+    except Exception:  # no CuPy, or no device it reaches: no device arrays to count
+        yield
+        return
+
+    class LiveBytes(MemoryHook):
+        """Bytes of the pool's blocks in use, counted as they come and go."""
+
+        name = "kcontract-live-bytes"
+
+        def __init__(self) -> None:
+            self.live = held
+
+        def malloc_postprocess(self, **kwargs) -> None:
+            if kwargs.get("mem_ptr"):
+                self.live += kwargs["mem_size"]
+                note_gpu_live(self.live)
+
+        def free_postprocess(self, **kwargs) -> None:
+            self.live = max(0, self.live - kwargs["mem_size"])
+
+    with LiveBytes():
+        yield
 
 
 def note_cache(outcome: str, what: str = "references") -> None:

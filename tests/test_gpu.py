@@ -233,3 +233,18 @@ def test_fused_kstep_dots_give_the_numpy_bits():
             host = kstep_dots(a, b, groups, np)
         device = kstep_dots(cupy.asarray(a), cupy.asarray(b), groups, cupy).get()
         assert np.array_equal(host.view(np.uint64), device.view(np.uint64)), grouping
+
+
+def test_live_bytes_follow_the_device_arrays_not_the_pools_cache():
+    import cupy
+
+    from kcontract.profiling import MB, measuring, tracking_gpu_live
+
+    pool = cupy.get_default_memory_pool()
+    before = pool.used_bytes()
+    with measuring() as clock, tracking_gpu_live():
+        first = cupy.empty(256 * MB, dtype=cupy.uint8)
+        del first  # its block stays in the pool's cache
+        kept = [cupy.empty(64 * MB, dtype=cupy.uint8) for _ in range(2)]
+    assert clock.gpu_live == before + 256 * MB, clock.gpu_live
+    assert pool.total_bytes() >= before + 256 * MB and len(kept) == 2

@@ -1,5 +1,5 @@
-"""How long each row's tasks took in the newest receipt of the whole contract beside it: shards are balanced by
-it, and the pool starts the longest tasks first."""
+"""How long each row's tasks took, and what device memory they held, in the newest receipt of the whole contract
+beside it: shards are balanced by it, the pool starts the longest tasks first, and a task declares what it held."""
 
 from __future__ import annotations
 
@@ -49,14 +49,28 @@ def row_seconds(receipt: Receipt | None) -> dict[tuple[str, str], float]:
     return seconds
 
 
-def gate_seconds(receipt: Receipt | None, device: str) -> dict[GateKey, float]:
-    """Seconds per (kind, name, gate) of the rows that ran on `device` ("gpu" or "cpu")."""
-    found: dict[GateKey, float] = {}
+def _gate_results(receipt: Receipt | None, device: str):
+    """((kind, name, gate), result) of every gate of the rows that ran on `device` ("gpu" or "cpu")."""
     for kind, row in _rows(receipt):
         if (row.get("ran") or {}).get("device") != device or not isinstance(row.get("gates"), dict):
             continue
         for number, result in row["gates"].items():
-            seconds = result.get("seconds") if isinstance(result, dict) else None
-            if isinstance(seconds, (int, float)) and str(number).isdigit():
-                found[(kind, row["task"].get("name", ""), int(number))] = float(seconds)
+            if isinstance(result, dict) and str(number).isdigit():
+                yield (kind, row["task"].get("name", ""), int(number)), result
+
+
+def gate_seconds(receipt: Receipt | None, device: str) -> dict[GateKey, float]:
+    """Seconds per (kind, name, gate) of the rows that ran on `device` ("gpu" or "cpu")."""
+    return {key: float(result["seconds"]) for key, result in _gate_results(receipt, device)
+            if isinstance(result.get("seconds"), (int, float))}
+
+
+def gate_live_bytes(receipt: Receipt | None, device: str) -> dict[GateKey, int]:
+    """Device bytes per (kind, name, gate) that the rows that ran on `device` held at most at once (their gates'
+    `live_gpu_mb`, where the receipt has it)."""
+    found = {}
+    for key, result in _gate_results(receipt, device):
+        live = (result.get("profile") or {}).get("live_gpu_mb") if isinstance(result.get("profile"), dict) else None
+        if isinstance(live, (int, float)) and live > 0:
+            found[key] = int(live * (1 << 20))
     return found

@@ -26,7 +26,7 @@ from kcontract.gates.context import GateContext
 from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
 from kcontract.capacity import limit_gpu_pool, out_of_memory
-from kcontract.profiling import host_peak_bytes, measuring
+from kcontract.profiling import host_peak_bytes, measuring, tracking_gpu_live
 from kcontract.refcache import ReferenceCache, reference_root
 from kcontract.runner.job import Job
 from kcontract.usercode import ESCAPES, describe, from_user_code
@@ -85,10 +85,11 @@ def execute(job: Job, report: Callable[[Progress], None] = lambda p: None, fresh
                           references=family.store, strict_records=task.strict_records, build=job.build)
         trials = loaded.control(task.name).trials if task.kind == "control" else 1
         try:
-            for gate in task.gates:
-                result = _until_red(gate, ctx, trials)
-                outcome.gates[gate] = result
-                report(Progress(task, gate, None, result))
+            with tracking_gpu_live():
+                for gate in task.gates:
+                    result = _until_red(gate, ctx, trials)
+                    outcome.gates[gate] = result
+                    report(Progress(task, gate, None, result))
         finally:
             if ctx._launcher is not None:
                 _release(ctx._launcher, outcome)

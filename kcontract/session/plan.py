@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import functools
 from dataclasses import dataclass, field
@@ -118,6 +119,23 @@ def device_bytes(entry) -> int:
     family, on_device = entry.family, entry.kernel.cuda is not None or bool(entry.kernel.python and entry.kernel.device)
     return max((family.case_bytes(c) + (family.case_buffer_bytes(c) if on_device else 0) +
                 family.reference_device_bytes(c) for c in main_cases(family)), default=0)
+
+
+HELD_ROOM = 1.25  # a task's room over what it last held: the pool rounds blocks up and splits cached ones
+HELD_SLACK = 256 << 20  # and a floor of room for small tasks
+
+
+def declared_as_held(tasks: list[Task], held: dict[tuple[str, str, int], int]) -> list[Task]:
+    """Tasks on the device whose every gate an earlier run measured (`held`: bytes per kind, name and gate, the
+    receipt's live_gpu_mb) declare what those gates held at most, with room; the others keep their family's
+    estimate."""
+    found = []
+    for task in tasks:
+        known = [held.get((task.kind, task.name, g)) for g in task.gates]
+        if task.device_bytes and known and None not in known:
+            task = dataclasses.replace(task, device_bytes=int(max(known) * HELD_ROOM) + HELD_SLACK)
+        found.append(task)
+    return found
 
 
 def weight(entry) -> int:

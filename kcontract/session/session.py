@@ -16,13 +16,13 @@ from kcontract.capacity import usable_cores
 from kcontract.contract.loader import load_contract
 from kcontract.gatetable import launching
 from kcontract.receipts.currency import needs_gpu
-from kcontract.receipts.durations import gate_seconds, newest_whole_receipt
+from kcontract.receipts.durations import gate_live_bytes, gate_seconds, newest_whole_receipt
 from kcontract.receipts.stale import plan_stale
 from kcontract.receipts.write import run_receipt
 from kcontract.report.json_report import run_document
 from kcontract.session.listeners import Listeners, RunListener
 from kcontract.session.options import RunOptions
-from kcontract.session.plan import Plan, plan_tasks
+from kcontract.session.plan import Plan, declared_as_held, plan_tasks
 from kcontract.session.prebuild import prebuild
 from kcontract.session.preflight import Ready, check_machine
 from kcontract.session.run_result import RunResult, run_contract, work_units
@@ -129,7 +129,7 @@ class Session:
 
     def tasks(self, plan: Plan, options: RunOptions, hear: RunListener) -> RunResult:
         """Run the planned tasks in the pool, the longest first where the newest whole receipt beside the contract
-        says how long they took on this kind of machine; `hear` hears the start, every step and finished task, and
+        says how long they took on this kind of machine, each declaring the device bytes it held there; `hear` hears the start, every step and finished task, and
         the stop."""
         gpu = bool(self.on_gpu(plan.tasks))
         finished: list[Outcome] = []
@@ -140,8 +140,10 @@ class Session:
 
         hear.on_start(work_units(self.loaded, plan.tasks))
         try:
-            durations = gate_seconds(newest_whole_receipt(self.path)[0], "gpu" if gpu else "cpu")
-            result = run_contract(self.loaded, plan.tasks, self.jobs, hear.on_step, done, whole=options.whole,
+            receipt, device = newest_whole_receipt(self.path)[0], "gpu" if gpu else "cpu"
+            durations = gate_seconds(receipt, device)
+            tasks = declared_as_held(plan.tasks, gate_live_bytes(receipt, device))
+            result = run_contract(self.loaded, tasks, self.jobs, hear.on_step, done, whole=options.whole,
                                   gpu=gpu, durations=durations, empty_ok=options.shard is not None,
                                   builds=self.builds, device_sm=self.ready.sm if self.ready else None)
         finally:

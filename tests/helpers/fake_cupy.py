@@ -58,3 +58,28 @@ def install(monkeypatch, compute_capability: str = "90", loads: bool = False) ->
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(kcontract.launch, "gpu_problem", lambda: None)
     return fake
+
+
+def memory_hooks(monkeypatch, used: int) -> list:
+    """A fake `cupy` whose pool has `used` bytes in use and whose memory-hook base class registers hooks in the
+    returned list while they are entered, as CuPy's `MemoryHook` does (its methods are called by the test)."""
+    entered: list = []
+
+    class MemoryHook:
+        name = "MemoryHook"
+
+        def __enter__(self):
+            entered.append(self)
+            return self
+
+        def __exit__(self, *_):
+            entered.remove(self)
+
+    fake = types.ModuleType("cupy")
+    fake.get_default_memory_pool = lambda: types.SimpleNamespace(used_bytes=lambda: used)
+    hook = types.ModuleType("cupy.cuda.memory_hook")
+    hook.MemoryHook = MemoryHook
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setitem(sys.modules, "cupy.cuda", types.ModuleType("cupy.cuda"))
+    monkeypatch.setitem(sys.modules, "cupy.cuda.memory_hook", hook)
+    return entered

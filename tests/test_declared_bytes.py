@@ -1,0 +1,69 @@
+"""A task declares the device bytes its gates held at most in the newest receipt (live bytes counted by CuPy's
+memory hooks), with room; gates no receipt measured keep the family's estimate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kcontract.contract.loader import load_contract
+from kcontract.profiling import MB, measuring, tracking_gpu_live
+from kcontract.receipts.durations import gate_live_bytes
+from kcontract.receipts.receipt import Receipt
+from kcontract.session.plan import HELD_ROOM, HELD_SLACK, Selection, declared_as_held, plan_tasks
+from tests.helpers.fake_cupy import memory_hooks
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_live_bytes_count_blocks_in_use_not_what_the_pool_caches(monkeypatch):
+    entered = memory_hooks(monkeypatch, used=100 * MB)
+    with measuring() as clock, tracking_gpu_live():
+        (hook,) = entered
+        hook.malloc_postprocess(device_id=0, size=300 * MB, mem_size=300 * MB, mem_ptr=1, pmem_id=1)
+        hook.free_postprocess(device_id=0, mem_size=300 * MB, mem_ptr=1, pmem_id=1)  # back to the pool's cache
+        hook.malloc_postprocess(device_id=0, size=50 * MB, mem_size=50 * MB, mem_ptr=2, pmem_id=2)
+        hook.malloc_postprocess(device_id=0, size=9, mem_size=512, mem_ptr=0, pmem_id=0)  # a malloc that failed
+    assert entered == []  # the hook is gone after the task
+    assert clock.gpu_live == 400 * MB  # 100 held before, 300 at once; 150 later
+    assert clock.summary(1.0, 0)["live_gpu_mb"] == 400.0
+
+
+def test_no_cupy_counts_nothing_and_runs_the_body(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)  # import cupy raises ImportError
+    ran = []
+    with measuring() as clock, tracking_gpu_live():
+        ran.append(True)
+    assert ran == [True] and clock.gpu_live == 0
+
+
+def _receipt(rows: list[dict]) -> Receipt:
+    data = {"format": 1, "kind": "run", "entries": [r for r in rows if r["task"]["kind"] == "entry"],
+            "controls": [r for r in rows if r["task"]["kind"] == "control"]}
+    return Receipt(data)
+
+
+def _row(kind: str, name: str, device: str, live: dict[int, float]) -> dict:
+    return {"task": {"kind": kind, "name": name}, "ran": {"device": device},
+            "gates": {str(g): {"seconds": 1.0, "profile": {"live_gpu_mb": mb}} for g, mb in live.items()}}
+
+
+def test_measured_gates_declare_what_they_held_with_room_and_the_rest_keep_the_estimate():
+    loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
+    tasks = plan_tasks(loaded, "contract.yaml", Selection(only=("decode_d512_g16",)))
+    receipt = _receipt([_row("entry", "decode_d512_g16", "gpu", {1: 2048.0, 2: 0.0}),
+                        _row("entry", "decode_d512_g16", "cpu", {3: 99.0})])
+    held = gate_live_bytes(receipt, "gpu")
+    assert held == {("entry", "decode_d512_g16", 1): 2048 * MB}  # a gate that held nothing, or ran on the CPU: none
+    declared = {t.gates[0]: t.device_bytes for t in declared_as_held(tasks, held) if t.kind == "entry"}
+    estimate = {t.gates[0]: t.device_bytes for t in tasks if t.kind == "entry"}
+    assert declared[1] == int(2048 * MB * HELD_ROOM) + HELD_SLACK < estimate[1]
+    assert all(declared[g] == estimate[g] for g in estimate if g != 1)
+
+
+def test_a_task_that_held_more_than_its_estimate_declares_more():
+    loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
+    tasks = [t for t in plan_tasks(loaded, "contract.yaml", Selection(only=("matmul_down_k16384_n4096",)))
+             if t.kind == "entry"]
+    huge = {("entry", t.name, g): 40 << 30 for t in tasks for g in t.gates}
+    assert all(t.device_bytes > 40 << 30 > before.device_bytes
+               for t, before in zip(declared_as_held(tasks, huge), tasks))
