@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.families.attention.rows import RowData, bf16_bits_of
+from kcontract.families.attention.rows import RowData, repeated_keys
 from kcontract.families.attention.spec import Shape
 from kcontract.families.attention.window import Window
 from kcontract.numerics import rn_bits
@@ -43,9 +43,7 @@ def order_probe_row(rng: np.random.Generator, shape: Shape, window: Window, pos:
                         v[max(0, start):start + chunk, kh, col] = 0
                 v[keys[:half], kh, col] = big
                 v[keys[half:2 * half], kh, col] = minus_big
-    k = rng.standard_normal((n, hk, d), dtype=np.float32)
-    k *= np.float32(0.1)
-    return RowData(pos=pos, first=first, q=rn_bits(np.zeros((hq, d)), "bf16"), k=bf16_bits_of(k), v=v,
+    return RowData(pos=pos, first=first, q=rn_bits(np.zeros((hq, d)), "bf16"), k=repeated_keys(rng, n, hk, d), v=v,
                    filler_seed=int(rng.integers(2**31)), tag="order-probe")
 
 
@@ -81,9 +79,7 @@ def in_chunk_probe_row(rng: np.random.Generator, shape: Shape, window: Window, p
             v[at:at + tail, kh, col] = np.concatenate([
                 [big], halves[rng.integers(0, 9, STEP_KEYS - 1)], [minus_big],
                 eighths[rng.integers(0, 33, STEP_KEYS - 1)], sixteenths[rng.integers(0, 33, tail - 2 * STEP_KEYS)]])
-    k = rng.standard_normal((n, hk, d), dtype=np.float32)
-    k *= np.float32(0.1)
-    return RowData(pos=pos, first=first, q=rn_bits(np.zeros((hq, d)), "bf16"), k=bf16_bits_of(k),
+    return RowData(pos=pos, first=first, q=rn_bits(np.zeros((hq, d)), "bf16"), k=repeated_keys(rng, n, hk, d),
                    v=v, filler_seed=int(rng.integers(2**31)), tag="in-chunk-order-probe")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.families.attention.rows import RowData, bf16_bits_of, scaled_normal
+from kcontract.families.attention.draws import bf16_bits_parallel, drawn_keys_values
+from kcontract.families.attention.rows import RowData, scaled_normal
 from kcontract.families.attention.spec import Shape, Values
 from kcontract.families.attention.window import Window
 from kcontract.numerics import rn_bits
@@ -19,14 +20,13 @@ def realistic_row(rng: np.random.Generator, shape: Shape, values: Values, window
     first = window.first(pos)
     n = pos - first + 1
     q = scaled_normal(rng, (hq, d), rng.uniform(*values.q_rms, size=hq))
-    k = scaled_normal(rng, (n, hk, d), rng.uniform(*values.k_rms, size=(n, hk)), np.float32)  # long: float32 draws
-    v = rng.standard_normal((n, hk, d), dtype=np.float32) * np.float32(values.v_rms)
+    k, v = drawn_keys_values(int(rng.integers(2**63)), rng.uniform(*values.k_rms, size=(n, hk)), values.v_rms, d)
     if "mean-shifted" in kind:
         signs = rng.choice([-1.0, 1.0], size=(hk, d))
         v += (signs * rng.uniform(0.5, 1.5, size=(hk, d)) * values.v_mean).astype(np.float32)
     if "peaked" in kind and values.peaked_keys and values.peak_nats:
         add_peaks(rng, q, k, shape, min(values.peaked_keys, n), values.peak_nats, scale)
-    return RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=bf16_bits_of(k), v=bf16_bits_of(v),
+    return RowData(pos=pos, first=first, q=rn_bits(q, "bf16"), k=bf16_bits_parallel(k), v=bf16_bits_parallel(v),
                    filler_seed=int(rng.integers(2**31)), tag=kind)
 
 

@@ -55,6 +55,16 @@ def scaled_normal(rng: np.random.Generator, shape: tuple[int, ...], rms: np.ndar
     return x
 
 
+KEY_BLOCK = 1024  # keys a q = 0 row draws and repeats along itself
+
+
+def repeated_keys(rng: np.random.Generator, n: int, hk: int, d: int) -> np.ndarray:
+    """bf16 bits of n keys for a row whose q is 0, which weighs every key alike whatever it holds: a block of
+    drawn keys (RMS 0.1) repeated along the row."""
+    block = bf16_bits_of(rng.standard_normal((min(n, KEY_BLOCK), hk, d), dtype=np.float32) * np.float32(0.1))
+    return np.resize(block, (n, hk, d))
+
+
 def bf16_bits_of(x: np.ndarray, keys: int = 16384) -> np.ndarray:
     """bf16 bits of drawn (finite) float32 x by RN-even, a block of `keys` along axis 0 at a time (long rows stay
     lean); x is consumed."""
