@@ -33,7 +33,8 @@ def test_units_are_grouped_once_and_each_module_compiled_once(monkeypatch):
         builds.kernel(entry.kernel.cuda, ["sm_80", "sm_90"])
     assert grouped == [1]
     assert [[u.shown for u in batch] for batch, _ in compiled] == [["../../cuda/tiny.cu"]] * 2
-    assert [sms for _, sms in compiled] == [["sm_80"], ["sm_90"]]  # each SM once, however often asked
+    assert [list(sms.values()) for _, sms in compiled] == [[["sm_80"]], [["sm_90"]]]  # each SM once, however often
+    # asked
 
 
 def test_another_kernel_kind_is_one_more_builder_that_no_caller_knows(tmp_path):
@@ -49,3 +50,20 @@ def test_another_kernel_kind_is_one_more_builder_that_no_caller_knows(tmp_path):
     assert Path(build.on("sm_80").path).read_text() == "codesm_80"
     builds.module(kernel, "sm_80")
     assert text.compiles == [("k.txt", "sm_80"), ("k.txt", "sm_90")]
+
+
+def test_asks_for_other_sms_compile_in_one_batch(tmp_path):
+    kernels = []
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.txt").write_text(name)
+        kernels.append(TextKernel(str(tmp_path / f"{name}.txt"), {"main": f"{name}_main"}, {}))
+    text = TextBuilder(tmp_path)
+    batches = []
+    real = text.build
+    text.build = lambda units, sms, progress=None: batches.append(dict(sms)) or real(units, sms, progress)
+    builds = Builds(kernels, tmp_path, ["sm_80", "sm_90"], tmp_path / "cache", builders=[text])
+    built = builds.build_each([([kernels[0]], ["sm_80", "sm_90"]), ([kernels[1]], ["sm_90"])])
+    assert len(batches) == 1 and sorted(batches[0].values()) == [["sm_80", "sm_90"], ["sm_90"]]
+    assert built.compiled == 3 and sorted(text.compiles) == [("a.txt", "sm_80"), ("a.txt", "sm_90"), ("b.txt", "sm_90")]
+    assert len(builds.build_each([([kernels[1]], ["sm_90", "sm_80"])]).modules) == 2
+    assert len(batches) == 2 and text.compiles[3:] == [("b.txt", "sm_80")]  # only what was not built

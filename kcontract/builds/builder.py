@@ -35,8 +35,10 @@ class Builder(Protocol):
     def compiler(self) -> str:
         """The compiler and its version (`nvrtc 13.0.88`), for messages."""
 
-    def build(self, units: list, sms: list[str], progress: Callable[[Batch], None] | None) -> Build:
-        """Every unit for every SM the toolchain builds for, through the cache."""
+    def build(self, units: list, sms: list[str] | dict[tuple, list[str]],
+              progress: Callable[[Batch], None] | None) -> Build:
+        """Every unit for every SM of `sms` (or of `sms[unit.ident]`: SMs per unit, one batch) the toolchain builds
+        for, through the cache."""
 
     def resources(self, module: Module) -> dict[str, dict[str, int]]:
         """Registers, shared memory, stack, spills and barriers per symbol of a module."""

@@ -111,20 +111,43 @@ class Builds:
                 _narrow(self._built[builder.kind], mine, sms, view)
         return view
 
-    def _ensure(self, builder: Builder, units: list, sms: list[str]) -> None:
-        """Compile the (unit, SM)s not asked before through the builder, units that lack the same SMs together."""
+    def build_each(self, asks: list[tuple[list, list[str]]]) -> Build:
+        """Compile what is not yet built of each (kernels, SMs) ask in one batch per kernel kind, so the compiles of
+        every ask share the cores; the Build of just those, their counts included."""
+        view = Build()
+        for builder in self.builders:
+            wants: dict[tuple, tuple[object, list[str]]] = {}
+            for kernels, sms in asks:
+                for owner, unit in (self._lookup(k) for k in kernels):
+                    if owner is builder:
+                        listed = wants.setdefault(unit.ident, (unit, []))[1]
+                        listed += [sm for sm in sms if sm not in listed]
+            if wants:
+                self._ensure(builder, [unit for unit, _ in wants.values()],
+                             {ident: sms for ident, (_, sms) in wants.items()})
+                for unit, sms in wants.values():
+                    _narrow(self._built[builder.kind], [unit], sms, view)
+        view.skipped.sort(key=self._order)
+        return view
+
+    def _ensure(self, builder: Builder, units: list, sms: list[str] | dict[tuple, list[str]]) -> None:
+        """Compile the (unit, SM)s not asked before through the builder, in one batch (`sms`: for every unit, or
+        per unit ident)."""
         whole = self._built.setdefault(builder.kind, Build(builder.toolchain))
-        groups: dict[tuple[str, ...], list] = {}
+        missing: dict[tuple, list[str]] = {}
         for unit in units:
-            missing = tuple(sm for sm in sms if (builder.kind, unit.ident, sm) not in self._asked)
-            if missing:
-                groups.setdefault(missing, []).append(unit)
-        for missing, todo in groups.items():
-            part = builder.build(todo, list(missing), self.progress)
-            whole.modules.update(part.modules)
-            whole.failures += part.failures
-            whole.skipped = sorted(set(whole.skipped) | set(part.skipped), key=self._order)
-            self._asked.update((builder.kind, u.ident, sm) for u in todo for sm in missing)
+            left = [sm for sm in (sms[unit.ident] if isinstance(sms, dict) else sms)
+                    if (builder.kind, unit.ident, sm) not in self._asked]
+            if left:
+                missing[unit.ident] = left
+        todo = [unit for unit in units if unit.ident in missing]
+        if not todo:
+            return
+        part = builder.build(todo, missing, self.progress)
+        whole.modules.update(part.modules)
+        whole.failures += part.failures
+        whole.skipped = sorted(set(whole.skipped) | set(part.skipped), key=self._order)
+        self._asked.update((builder.kind, ident, sm) for ident, left in missing.items() for sm in left)
 
     def _order(self, sm: str) -> int:
         return self.targets.index(sm) if sm in self.targets else len(self.targets)
@@ -258,4 +281,5 @@ def _narrow(whole: Build, units: list, sms: list[str], into: Build) -> None:
             into.cached += module.cached
             into.compiled += not module.cached
     into.failures += [f for f in whole.failures if f.unit.ident in idents and f.sm in sms]
-    into.skipped = sorted(set(into.skipped) | {sm for sm in whole.skipped if sm in sms}, key=sms.index)
+    into.skipped = sorted(set(into.skipped) | {sm for sm in whole.skipped if sm in sms},
+                          key=lambda sm: (sm not in sms, sms.index(sm) if sm in sms else 0, sm))

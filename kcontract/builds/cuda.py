@@ -60,7 +60,8 @@ class CudaBuilder:
             return kernel.ident
         return kernel.source, tuple(kernel.options), kernel.patch
 
-    def build(self, units: list[Unit], sms: list[str], progress: Callable[[Batch], None] | None = None) -> Build:
+    def build(self, units: list[Unit], sms: list[str] | dict[tuple, list[str]],
+              progress: Callable[[Batch], None] | None = None) -> Build:
         return build(units, sms, self.cache, self.base, self.jobs, self.toolchain, progress, self.recompile)
 
     def resources(self, module: Module) -> dict[str, dict[str, int]]:

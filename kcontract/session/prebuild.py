@@ -8,7 +8,6 @@ import time
 from kcontract.gatetable import records_gate
 from kcontract.launch.cuda import target_for
 from kcontract.sassdiff.unchanged import unchanged_patches
-from kcontract.toolchain.build import Build
 from kcontract.verdict.outcome import Task
 
 RECORDS_GATE = records_gate().number  # compiles for every target SM; the other gates for the GPU's own
@@ -24,15 +23,13 @@ def prebuild(loaded, builds, tasks: list[Task], device_sm: str | None) -> str | 
     if not needs:
         return None
     began = time.monotonic()
-    groups: dict[tuple[str, ...], list] = {}
-    for cuda, sms in needs.values():
-        groups.setdefault(tuple(sm for sm in loaded.targets if sm in sms), []).append(cuda)
-    built = merged([builds.build(group, list(sms)) for sms, group in groups.items()])
+    asks = [([cuda], [sm for sm in loaded.targets if sm in sms]) for cuda, sms in needs.values()]
+    built = builds.build_each(asks)
     unchanged = unchanged_patches(loaded, builds, sass=False)
     if unchanged:
         unchanged[0].others = unchanged[1:]
         raise unchanged[0]
-    most = max(len(set(sms) - set(built.skipped)) for sms in groups)
+    most = max(len(set(sms) - set(built.skipped)) for _, sms in asks)
     return (f"compile: {built.compiled + built.cached} cubins ({len(needs)} sources on up to {most} SMs), "
             f"{built.cached} cached, {len(built.failures)} failed, {time.monotonic() - began:.1f} s")
 
@@ -50,15 +47,3 @@ def _needs(loaded, builds, tasks: list[Task], device_sm: str | None) -> dict[tup
         exports = builds.exports_sms() if task.kind == "entry" else []  # a control's job takes its entry's exports
         needs.setdefault(builds.unit(cuda).ident, (cuda, set()))[1].update(loaded.targets if every else own + exports)
     return needs
-
-
-def merged(builds: list[Build]) -> Build:
-    """One Build holding every part's modules, failures, skipped SMs and counts."""
-    whole = Build(builds[0].toolchain)
-    for part in builds:
-        whole.modules.update(part.modules)
-        whole.failures += part.failures
-        whole.skipped = sorted(set(whole.skipped) | set(part.skipped))
-        whole.compiled += part.compiled
-        whole.cached += part.cached
-    return whole

@@ -120,18 +120,22 @@ def nvrtc_options(options: tuple[str, ...], base: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
-def build(units: list[Unit], sms: list[str], cache: CompileCache, base: Path, jobs: int | None = None,
-          toolchain: Toolchain | None = None, progress: Callable[[Batch], None] | None = None,
+def build(units: list[Unit], sms: list[str] | dict[tuple, list[str]], cache: CompileCache, base: Path,
+          jobs: int | None = None, toolchain: Toolchain | None = None, progress: Callable[[Batch], None] | None = None,
           ptx: bool = False) -> Build:
-    """Compile every unit for every SM the toolchain builds for (cache first; `ptx`: keep each compile's PTX beside
-    its cubin, PTX_FILE); `base` is the contract's directory; `progress` hears of every compile as it finishes. The toolchain is this environment's
+    """Compile every unit for every SM of `sms` (or of `sms[unit.ident]`, SMs per unit, all in one batch) the
+    toolchain builds for (cache first; `ptx`: keep each compile's PTX beside its cubin, PTX_FILE); `base` is the
+    contract's directory; `progress` hears of every compile as it finishes. The toolchain is this environment's
     (`locate.find_toolchain`) unless one is given; its id is part of every cache key, so cubins of one toolchain
     never pass for another's. kcontract.builds is its one caller."""
     tool = toolchain or find_toolchain()
-    result = Build(tool, skipped=[sm for sm in sms if not tool.builds(sm)])
+    wanted = {unit.ident: list(sms[unit.ident] if isinstance(sms, dict) else sms) for unit in units}
+    every = list(dict.fromkeys(sm for unit_sms in wanted.values() for sm in unit_sms))
+    result = Build(tool, skipped=[sm for sm in every if not tool.builds(sm)])
     todo: list[tuple] = []
     pending: dict[str, list[tuple[Unit, str, dict]]] = {}  # key -> the (unit, SM)s waiting on its compile
     for unit in units:
+        sms = wanted[unit.ident]
         try:
             source, headers, include = read_inputs(unit.source, unit.options, base, unit.patch)
         except OSError as error:

@@ -69,10 +69,10 @@ class TextBuilder:
     def ident(self, kernel) -> tuple:
         return kernel.ident if isinstance(kernel, TextUnit) else ("text", str(Path(kernel.source)))
 
-    def build(self, units: list, sms: list[str], progress=None) -> Build:
+    def build(self, units: list, sms, progress=None) -> Build:
         built = Build(self.toolchain)
         for unit in units:
-            for sm in sms:
+            for sm in sms[unit.ident] if isinstance(sms, dict) else sms:
                 self.compiles.append((unit.shown, sm))
                 path = self.out / f"{unit.source.stem}.{sm}.txt"
                 path.write_bytes(unit.source.read_bytes() + sm.encode())
