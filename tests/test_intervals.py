@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -164,6 +166,18 @@ def test_a_kstep_whose_terms_lose_no_bit_is_a_point_and_the_model_agrees():
     assert np.all(lo[n // 2:] < hi[n // 2:])
     model = mma_sum(F32(acc), a, b, LITERATURE).astype(np.float64)
     assert np.all((lo <= model) & (model <= hi))
+
+
+@pytest.mark.parametrize("top", [1.0, 1 - 2.0**-8, 2.0**20 * (1 - 2.0**-8), 2.0**-90, -(2.0**-60)])
+def test_the_exact_steps_grid_is_the_largest_terms_binade(top):
+    """Terms at +-2^(E - 25) beside the largest, in its binade 2^E, lose no bit (a point); at +-2^(E - 26) they
+    are cut (no point), whether the largest is a power of two or just below one."""
+    e = math.frexp(top)[1] - 1
+    for unit, point in ((2.0 ** (e - 25), True), (2.0 ** (e - 26), False)):
+        a = np.zeros((1, 16))
+        a[0, :3] = top, unit, -unit  # their sum is the largest: an fp32 value
+        lo, hi = kstep_interval(np.zeros(1), np.zeros(1), a, a, np.ones((1, 16)), 1, axis=-1)
+        assert (lo[0] == hi[0] == top) == point, unit
 
 
 def test_step_counts_and_parts():

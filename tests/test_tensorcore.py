@@ -39,3 +39,15 @@ def test_a_whole_dot_matches_the_chained_model(d):
     want = np.stack([chain(np.zeros(500, np.float32), np.broadcast_to(q[h][idx], (500,) + idx.shape), k[:, idx],
                            LITERATURE) for h in range(3)]).astype(np.float64)
     assert np.array_equal(replay_dots(q, k), want)
+
+
+def test_dots_formed_a_tile_at_a_time_keep_every_bit():
+    from kcontract.numerics.tensorcore import kstep_dots
+
+    rng = np.random.default_rng(5)
+    q = bf16(rng.standard_normal((7, 128)) * np.where(rng.random((7, 128)) < 0.2, 0.0, 2.0 ** rng.integers(-60, 8)))
+    k = bf16(rng.standard_normal((60, 128)) * 0.1)
+    groups = kstep_dims(128)
+    whole = kstep_dots(q, k, groups, terms=1 << 40)
+    for terms in (16, 16 * 7 * 5, 1000):  # one dot, a tile of 5 columns, tiles of rows and columns
+        assert np.array_equal(kstep_dots(q, k, groups, terms=terms).view(np.uint64), whole.view(np.uint64)), terms

@@ -29,6 +29,6 @@ def sums_exact(terms, axis=None, fmt: str = "fp32", unit: float = 1.0) -> np.nda
     """True where every partial sum of `terms` along axis is exact in fmt in any order: all terms multiples of
     `unit`, their magnitudes adding to below 2^p units."""
     x = np.asarray(terms, dtype=np.float64)
-    with np.errstate(invalid="ignore"):  # inf or NaN terms: off the grid
-        on_grid = (np.fmod(x, unit) == 0).all(axis=axis)  # fmod is exact
+    with np.errstate(invalid="ignore"):  # inf or NaN terms: off the grid (an infinite one fails the sum anyway)
+        on_grid = (np.trunc(x) == x if unit == 1.0 else np.fmod(x, unit) == 0).all(axis=axis)  # both exact
     return (on_grid & abs_sum_exact(np.abs(x).sum(axis=axis), fmt, unit))[()]

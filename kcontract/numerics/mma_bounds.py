@@ -71,24 +71,28 @@ def kstep_interval(lo, hi, a_lo, a_hi, b, parts: int, axis: int = -2):
     k-step whose 16 products are all zero leaves the accumulator exact.
     """
     xp = array_module(lo)
-    grow = 1.0 if parts == 1 else 1.0 + 2.0**-8  # the hi part exceeds a by at most 2^-9 relative
     x, y = a_lo * b, a_hi * b  # exact products
-    t_lo, t_hi = xp.minimum(x, y), xp.maximum(x, y)
-    mag = xp.maximum(xp.abs(t_lo), xp.abs(t_hi)) * grow
+    t_lo, t_hi = xp.minimum(x, y).sum(axis=axis), xp.maximum(x, y).sum(axis=axis)  # the sums of their ends
+    abs_x = xp.abs(x)
+    mag = xp.maximum(abs_x, xp.abs(y))  # the ends' magnitudes
+    del y
+    if parts > 1:
+        mag *= 1.0 + 2.0**-8  # the hi part exceeds a by at most 2^-9 relative
     acc = xp.maximum(xp.abs(lo), xp.abs(hi))
     step = mag.sum(axis=axis)
     largest = xp.maximum(mag.max(axis=axis), acc)
+    del mag
     total = (acc + step * (1 + 2.0**-7)) * (1 + 2.0**-20)  # at least |c| and |result| after every part
     tiny = 2.0**-130 * xp.abs(b).max(axis=axis)  # subnormal a: a coarser cut, a last part below bf16's range
     err = ((STEP + 1) * (CUT * (largest + (parts - 1) * total) + parts * tiny)
            + parts * RZ * total + 2.0**-50 * total)
     err = xp.where(step > 0, err, 0.0)
-    new_lo, new_hi = fp32_at_least(lo + t_lo.sum(axis=axis) - err), fp32_at_most(hi + t_hi.sum(axis=axis) + err)
-    point, value = _exact_step(lo, hi, a_lo, a_hi, x, parts, axis)
+    new_lo, new_hi = fp32_at_least(lo + t_lo - err), fp32_at_most(hi + t_hi + err)
+    point, value = _exact_step(lo, hi, a_lo, a_hi, x, abs_x, parts, axis)
     return xp.where(point, value, new_lo), xp.where(point, value, new_hi)
 
 
-def _exact_step(lo, hi, a_lo, a_hi, terms, parts: int, axis: int):
+def _exact_step(lo, hi, a_lo, a_hi, terms, abs_terms, parts: int, axis: int):
     """Where a k-step is known exactly: the accumulator and every term are points (a in bf16, so its later parts
     are zero), every term and the accumulator are multiples of 2^(E - 25) for the largest one's binade 2^E (no
     cut loses a bit), and their exact sum is an fp32 value (the truncation loses none). Returns (mask, sum)."""
@@ -96,10 +100,17 @@ def _exact_step(lo, hi, a_lo, a_hi, terms, parts: int, axis: int):
     point = (lo == hi) & xp.all(a_lo == a_hi, axis=axis)
     if parts > 1:
         point &= xp.all(a_lo.astype(xp.float32).view(xp.uint32) & 0xFFFF == 0, axis=axis)
-    largest = xp.maximum(xp.abs(terms).max(axis=axis), xp.abs(lo))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        grid = xp.exp2(xp.floor(xp.log2(xp.where(largest > 0, largest, 1.0))) - 25)
-        on_grid = xp.all(xp.mod(terms, xp.expand_dims(grid, axis)) == 0, axis=axis) & (xp.mod(lo, grid) == 0)
+    largest = xp.maximum(abs_terms.max(axis=axis), xp.abs(lo))
+    _, above = xp.frexp(largest)  # largest < 2^above: its binade 2^E is 2^(above - 1)
+    unit = xp.ldexp(xp.full(above.shape, 2.0**26), -above)  # 2^-(E - 25): the grid scaled to the integers
+    with np.errstate(invalid="ignore"):
+        on_grid = xp.all(_integers(terms * xp.expand_dims(unit, axis)), axis=axis) & _integers(lo * unit)
     total = lo + terms.sum(axis=axis)  # exact: at most 17 multiples of the grid below 2^(E + 1)
     point &= on_grid & (total.astype(xp.float32).astype(xp.float64) == total) & xp.isfinite(total)
     return point, total
+
+
+def _integers(x):
+    """Where x is an integer: a term times 2^-(E - 25) is one exactly where the term is on the grid (a power-of-two
+    scaling, exact far from float64's range ends)."""
+    return x == array_module(x).trunc(x)

@@ -16,6 +16,7 @@ from .xp import array_module
 
 KEEP_BITS = 25  # bits kept below the frame exponent
 STEP = 16  # products per k-step
+TERMS = 1 << 18  # products a k-step off the fused kernel forms at once (its arrays [rows, cols, 16])
 
 
 def _raw_exponent(x, xp):
@@ -52,13 +53,28 @@ def kstep(c, a, b, xp=None):
     return xp.where(frame > -10**5, _truncate_f32(total, xp), c * 0.0)
 
 
-def kstep_dots(a, b, groups, xp=None):
+def kstep_dots(a, b, groups, xp=None, terms: int | None = None):
     """[m, n] dot products of rows a [m, K] with rows b [n, K] (bf16 values as float64) in k-steps from 0: step s
-    takes the reduction indices groups[s] ([K / 16, 16])."""
+    takes the reduction indices groups[s] ([K / 16, 16]). Off the fused kernel, a tile of the dots at a time, so a
+    k-step's [rows, cols, 16] arrays hold at most `terms` values (default TERMS); each dot is exact, so tiles
+    change no bit."""
     xp = xp or array_module(b)
     if fused.usable(xp, a, b):
         return fused.kstep_dots(a, b, groups, KEEP_BITS)
     groups = xp.asarray(groups)
+    m, n = a.shape[0], b.shape[0]
+    terms = TERMS if terms is None else terms
+    cols = max(1, min(n, terms // (STEP * max(m, 1))))
+    rows = max(1, min(m, terms // (STEP * cols)))
+    out = xp.empty((m, n))
+    for i in range(0, m, rows):
+        for j in range(0, n, cols):
+            out[i:i + rows, j:j + cols] = _tile_dots(a[i:i + rows], b[j:j + cols], groups, xp)
+    return out
+
+
+def _tile_dots(a, b, groups, xp):
+    """kstep_dots of one tile, each k-step over all of it at once."""
     acc = xp.zeros((a.shape[0], b.shape[0]))
     for step in range(groups.shape[0]):
         acc = kstep(acc, a[:, groups[step]][:, None, :], b[:, groups[step]][None, :, :], xp)  # [m, 1, 16], [1, n, 16]

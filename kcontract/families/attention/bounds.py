@@ -122,10 +122,11 @@ def score_sums(qg: np.ndarray, kg: np.ndarray, scale: float, replay: bool = Fals
 
 def head_scores(qg, kg, scale: float, arith: Arithmetic, scores, heads: slice):
     """One key head's scores and |q||k| sums: the row's precomputed replayed scores where given (a prompt's
-    shared replay), else computed here."""
+    shared replay), else computed here; replayed scores carry no error, so no |q||k| sums (None)."""
     if scores is not None and arith.replays_scores:
         return to_device(np.ascontiguousarray(scores[heads]), array_module(qg)), None
-    return score_sums(qg, kg, scale, replay=arith.replays_scores, grouping=arith.score_grouping)
+    return score_sums(qg, kg, scale, replay=arith.replays_scores, with_abs=not arith.replays_scores,
+                      grouping=arith.score_grouping)
 
 
 @np.errstate(over="ignore", invalid="ignore")  # absurd inputs: infinite radii, never NaN

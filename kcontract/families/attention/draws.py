@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kcontract.numerics import bf16_bits_of_finite
+from kcontract.families.attention.rows import bf16_bits_of
 
 BLOCK_KEYS = 8192  # keys one stream draws
 THREADS = 4  # threads a row's draws share
@@ -43,12 +43,13 @@ def drawn_keys_values(base: int, k_rms: np.ndarray, v_rms: float, d: int) -> tup
 
 
 def bf16_bits_parallel(x: np.ndarray) -> np.ndarray:
-    """bf16 bits (RN-even) of finite float32 x, a block of keys per task on a few threads; x is consumed."""
+    """bf16 bits (RN-even) of finite float32 x, a block of keys per task on a few threads (each in cache-sized
+    pieces, rows.bf16_bits_of); x is consumed."""
     bits = np.empty(x.shape, dtype=np.uint16)
 
     def convert(span: tuple[int, int]) -> None:
         lo, hi = span
-        bits[lo:hi] = bf16_bits_of_finite(np.ascontiguousarray(x[lo:hi]))
+        bits[lo:hi] = bf16_bits_of(x[lo:hi])
 
     with ThreadPoolExecutor(_threads()) as pool:
         list(pool.map(convert, _blocks(len(x))))

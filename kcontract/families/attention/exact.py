@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from kcontract.families.attention import mirrors
+from kcontract.families.attention.replay import SharedCopies
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic, Shape
 from kcontract.numerics import U32, gamma, round_to
@@ -18,8 +19,9 @@ def mirror_reference(rows: list[RowData], shape: Shape, arith: Arithmetic, miss:
     """A mirror call's exact expectation (weights 0 or 1: only the division and the output rounding round);
     with `miss`, how far bf16 running sums of the first row would land (a fact for the report)."""
     lo, hi, center = [], [], []
+    copies = SharedCopies(np)  # the rows of a sequence share its keys: made float64 once
     for row in rows:
-        num, den, mag = mirrors.mirror_sums(row, shape)
+        num, den, mag = mirrors.mirror_sums(row, shape, copies)
         den = np.broadcast_to(den, num.shape)
         if arith.normalise == "per_key":
             r_lo, r_hi, exact = per_key_bounds(num, den, mag, arith.div, arith.out)

@@ -7,7 +7,7 @@ import numpy as np
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic, Shape
 from kcontract.families.attention.window import Window, chunk_of_key
-from kcontract.numerics import rn_bits, round_to, ulp_of
+from kcontract.numerics import from_bits, rn_bits, round_to, ulp_of
 from kcontract.numerics.exact import abs_sum_exact, sums_exact
 
 HARD_Q = 16.0  # q = 16 e_0; "off" keys get k[0] = -2^e so that their score is at most -OFF_NATS
@@ -87,10 +87,12 @@ def chunk_pattern_on_set(cid: np.ndarray, kh: int) -> np.ndarray:
     return np.array(sorted(on))
 
 
-def mirror_sums(row: RowData, shape: Shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mirror_sums(row: RowData, shape: Shape, copies=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact numerator [Hq, D], denominator [Hq, 1] and sum of |v| [Hq, D] of a mirror row (weights 0 or 1): the
-    sums are formed once per key head and set of on keys, which the heads of a group mostly share."""
-    q, k, v = row.floats()
+    sums are formed once per key head and set of on keys, which the heads of a group mostly share. `copies`
+    (replay.SharedCopies on numpy) gives k and v as float64 views of their sequence's one copy."""
+    q, k, v = row.floats() if copies is None else (from_bits(row.q, "bf16"), copies.float64(row.k),
+                                                   copies.float64(row.v))
     num = np.zeros((shape.q_heads, shape.head_dim))
     mag = np.zeros_like(num)
     den = np.zeros((shape.q_heads, 1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.families.attention.rows import RowData, repeated_keys
+from kcontract.families.attention.rows import BITS_BLOCK, RowData, repeated_keys
 from kcontract.families.attention.spec import Shape
 from kcontract.families.attention.window import Window
 from kcontract.numerics import rn_bits
@@ -29,7 +29,7 @@ def order_probe_row(rng: np.random.Generator, shape: Shape, window: Window, pos:
     first = window.first(pos)
     n = pos - first + 1
     sixteenths = rn_bits(np.arange(-16, 17) / 16.0, "bf16")  # every small value is exact in bf16
-    v = sixteenths[rng.integers(0, 33, size=(n, hk, d), dtype=np.int8)]  # bits, one byte a draw (long rows)
+    v = looked_up(sixteenths, rng.integers(0, 33, size=(n, hk, d), dtype=np.int8))  # one byte a draw (long rows)
     big, minus_big = rn_bits(np.array([BIG, -BIG]), "bf16")
     if n >= 2:
         for kh in range(hk):
@@ -45,6 +45,15 @@ def order_probe_row(rng: np.random.Generator, shape: Shape, window: Window, pos:
                 v[keys[half:2 * half], kh, col] = minus_big
     return RowData(pos=pos, first=first, q=rn_bits(np.zeros((hq, d)), "bf16"), k=repeated_keys(rng, n, hk, d), v=v,
                    filler_seed=int(rng.integers(2**31)), tag="order-probe")
+
+
+def looked_up(table: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """table[draws], a block of about BITS_BLOCK draws at a time (the indices widen to intp a block at a time)."""
+    found = np.empty(draws.shape, table.dtype)
+    keys = max(1, BITS_BLOCK // max(1, draws[0].size)) if len(draws) else 1
+    for i in range(0, len(draws), keys):
+        np.take(table, draws[i:i + keys], out=found[i:i + keys])
+    return found
 
 
 def in_chunk_probe_row(rng: np.random.Generator, shape: Shape, window: Window, pos: int, chunk: int,

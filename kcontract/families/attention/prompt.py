@@ -26,6 +26,7 @@ from kcontract.families.attention.shared_scores import shared_scores
 from kcontract.families.attention.reference import AXES, call_reference, expected_outputs, row_maxima
 from kcontract.families.attention.stress import first_key_peak, stress_row
 from kcontract.families.attention.window import Window
+from kcontract.numerics.xp import reference_device
 from kcontract.problem import Checked, InvarianceSet, LaunchShape, Reference
 from kcontract.seeding import stream
 
@@ -177,9 +178,11 @@ class AttentionPrompt(WindowAttention):
         problem = self._build(label, seqs, window, scale=scale)
         n_part = int(problem.scalars["n_part"]) if "n_part" in problem.scalars else None
         a = self.spec.arithmetic
-        shared = a.replays_scores and (a.merges_online or not exact_scores)  # the reference takes replayed scores
 
         def reference() -> Reference:
+            # replayed scores from one batched replay; mirror C's (exact scores, no online merge) on the host only:
+            # on a GPU each of its rows replays its own on the device, no scores copied back and forth
+            shared = a.replays_scores and (a.merges_online or not exact_scores or reference_device() == "cpu")
             rows = [r for s in seqs for r in (with_shared_scores(s, window, scale, a.score_grouping) if shared
                                               else s.rows(window))]
             return call_reference(rows, a, scale, n_part, exact_scores, row_m=self.fused, kernel=self.exports)

@@ -65,10 +65,14 @@ def repeated_keys(rng: np.random.Generator, n: int, hk: int, d: int) -> np.ndarr
     return np.resize(block, (n, hk, d))
 
 
-def bf16_bits_of(x: np.ndarray, keys: int = 16384) -> np.ndarray:
-    """bf16 bits of drawn (finite) float32 x by RN-even, a block of `keys` along axis 0 at a time (long rows stay
-    lean); x is consumed."""
+BITS_BLOCK = 1 << 18  # values bf16_bits_of converts at once: its passes over a block stay in the cache
+
+
+def bf16_bits_of(x: np.ndarray, values: int = BITS_BLOCK) -> np.ndarray:
+    """bf16 bits of drawn (finite) float32 x by RN-even, a block of about `values` along axis 0 at a time (long
+    rows stay lean, each block's passes in the cache); x is consumed."""
     bits = np.empty(x.shape, dtype=np.uint16)
+    keys = max(1, values // max(1, x[0].size)) if len(x) else 1
     for i in range(0, len(x), keys):
         bits[i:i + keys] = bf16_bits_of_finite(np.ascontiguousarray(x[i:i + keys]))
     return bits
