@@ -22,6 +22,7 @@ import kcontract
 from kcontract.contract.imports import add_import_roots, import_roots
 from kcontract.errors import EnvironmentProblem, KContractError
 from kcontract.gates import run_gate
+from kcontract.gates.base import GateResult
 from kcontract.gates.context import GateContext
 from kcontract.launch import launcher_for
 from kcontract.launch.base import KernelFailure
@@ -83,13 +84,17 @@ def execute(job: Job, report: Callable[[Progress], None] = lambda p: None, fresh
                           make_launcher=lambda: launcher_for(kernel, loaded, entry, job.build),
                           progress=lambda gate, case: report(Progress(task, gate, case)),
                           references=family.store, strict_records=task.strict_records, build=job.build)
-        trials = loaded.control(task.name).trials if task.kind == "control" else 1
+        control = loaded.control(task.name) if task.kind == "control" else None
+        trials, planted = (control.trials, control.gate) if control is not None else (1, None)
         try:
             with tracking_gpu_live():
                 for gate in task.gates:
-                    result = _until_red(gate, ctx, trials)
+                    result = _until_red(gate, ctx, trials, faults_are_red=gate == planted)
                     outcome.gates[gate] = result
                     report(Progress(task, gate, None, result))
+                    if result.facts.get("faulted"):
+                        outcome.fatal = True  # the context is lost: the worker ends, and its task with it
+                        break
         finally:
             if ctx._launcher is not None:
                 _release(ctx._launcher, outcome)
@@ -116,12 +121,19 @@ def execute(job: Job, report: Callable[[Progress], None] = lambda p: None, fresh
     return outcome
 
 
-def _until_red(gate: int, ctx: GateContext, trials: int):
-    """The gate's result, run up to `trials` times until it goes red (a planted race need not show every time)."""
+def _until_red(gate: int, ctx: GateContext, trials: int, faults_are_red: bool = False):
+    """The gate's result, run up to `trials` times until it goes red (a planted race need not show every time);
+    with `faults_are_red` (a control's planted gate), a launch of its kernel that faults the GPU is red there."""
     began = time.perf_counter()
     with measuring() as clock:
         for trial in range(1, trials + 1):
-            result = run_gate(gate, ctx)
+            try:
+                result = run_gate(gate, ctx)
+            except KernelFailure as failure:
+                if not (faults_are_red and failure.fatal):
+                    raise
+                result = GateResult(gate=gate, passed=False, message=f"its kernel faulted the GPU: {failure.message}",
+                                    facts={"faulted": True})
             if not result.passed or result.skipped:
                 break
     result.seconds = time.perf_counter() - began
