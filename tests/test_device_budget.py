@@ -101,24 +101,3 @@ def test_a_whole_run_on_a_fake_80_gb_card_never_holds_more_than_the_card(monkeyp
         thread.join()
     largest = max(t.device_bytes for t in tasks)
     assert jobs == 16 and peak[0] + jobs * WORKER_DEVICE_FLOOR <= max(free, largest + jobs * WORKER_DEVICE_FLOOR)
-
-
-def test_a_smaller_task_does_not_overtake_one_waiting_for_room():
-    budget, stopped, order = DeviceBudget(10 * GIB), threading.Event(), []
-    assert budget.take(6 * GIB, stopped)
-
-    def take(name: str, need: int) -> None:
-        assert budget.take(need, stopped)
-        order.append(name)
-
-    big = threading.Thread(target=take, args=("big", 8 * GIB))
-    big.start()
-    time.sleep(0.2)
-    small = threading.Thread(target=take, args=("small", 2 * GIB))  # would fit beside the 6, but asked later
-    small.start()
-    time.sleep(0.4)
-    assert order == [] and budget.in_use == 6 * GIB
-    budget.give(6 * GIB)
-    big.join(2)
-    small.join(2)
-    assert order == ["big", "small"] and budget.in_use == 10 * GIB

@@ -1,6 +1,5 @@
 """Device memory shared by the workers: a task starts once the bytes its largest case holds fit beside the tasks
-already running (one task always runs, however large), in the order tasks asked: a later, smaller task does not
-overtake one that waits for room, so the largest tasks start when the pool reaches them, not at the end."""
+already running (one task always runs, however large)."""
 
 from __future__ import annotations
 
@@ -15,22 +14,17 @@ class DeviceBudget:
     def __init__(self, total: int) -> None:
         self.total, self.in_use = max(0, total), 0
         self.changed = threading.Condition()
-        self.asked = self.admitted = 0  # tickets handed out to takers, and the one whose turn it is
 
     def take(self, need: int, stopped: threading.Event) -> bool:
-        """Wait for this taker's turn and until `need` bytes fit (or nothing else runs); False when the run stopped
-        meanwhile."""
+        """Wait until `need` bytes fit (or nothing else runs); False when the run stopped meanwhile."""
         if not self.total or not need:
             return True
         with self.changed:
-            ticket, self.asked = self.asked, self.asked + 1
-            while self.admitted != ticket or (self.in_use and self.in_use + need > self.total):
+            while self.in_use and self.in_use + need > self.total:
                 if stopped.is_set():
                     return False
                 self.changed.wait(0.2)
             self.in_use += need
-            self.admitted += 1
-            self.changed.notify_all()
         return True
 
     def give(self, need: int) -> None:
