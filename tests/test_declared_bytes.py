@@ -50,14 +50,15 @@ def _row(kind: str, name: str, device: str, live: dict[int, float]) -> dict:
 def test_measured_gates_declare_what_they_held_with_room_and_the_rest_keep_the_estimate():
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
     tasks = plan_tasks(loaded, "contract.yaml", Selection(only=("decode_d512_g16",)))
-    receipt = _receipt([_row("entry", "decode_d512_g16", "gpu", {1: 2048.0, 2: 0.0}),
+    receipt = _receipt([_row("entry", "decode_d512_g16", "gpu", {1: 2048.0, 5: 0.0}),
                         _row("entry", "decode_d512_g16", "cpu", {3: 99.0})])
     held = gate_live_bytes(receipt, "gpu")
-    assert held == {("entry", "decode_d512_g16", 1): 2048 * MB}  # a gate that held nothing, or ran on the CPU: none
+    assert held == {("entry", "decode_d512_g16", 1): 2048 * MB, ("entry", "decode_d512_g16", 5): 0}  # not the CPU's
     declared = {t.gates[0]: t.device_bytes for t in declared_as_held(tasks, held) if t.kind == "entry"}
     estimate = {t.gates[0]: t.device_bytes for t in tasks if t.kind == "entry"}
     assert declared[1] == int(2048 * MB * HELD_ROOM) + HELD_SLACK < estimate[1]
-    assert all(declared[g] == estimate[g] for g in estimate if g != 1)
+    assert declared[5] == HELD_SLACK  # gate 5 reads records: it holds nothing on the device
+    assert all(declared[g] == estimate[g] for g in estimate if g not in (1, 5))
 
 
 def test_a_task_that_held_more_than_its_estimate_declares_more():

@@ -71,6 +71,6 @@ def gate_live_bytes(receipt: Receipt | None, device: str) -> dict[GateKey, int]:
     found = {}
     for key, result in _gate_results(receipt, device):
         live = (result.get("profile") or {}).get("live_gpu_mb") if isinstance(result.get("profile"), dict) else None
-        if isinstance(live, (int, float)) and live > 0:
+        if isinstance(live, (int, float)) and live >= 0:
             found[key] = int(live * (1 << 20))
     return found
