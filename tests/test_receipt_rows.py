@@ -140,6 +140,24 @@ def test_a_comment_only_edit_stays_current_by_machine_code(project):
     assert lines[-1] == "receipts: 1 receipt: 3 of 3 rows current (2 by machine code)"
 
 
+def test_a_recheck_compares_no_machine_code_of_rows_it_runs_again_anyway(project, monkeypatch):
+    from kcontract.receipts.machine_code import MachineCode
+
+    source = project.parent / "kernels" / "tiny.cu"
+    source.write_text("// a comment that changes no machine code\n" + source.read_text())
+    monkeypatch.setattr("kcontract.receipts.depends.core_digest", lambda: "0" * 64)
+    loaded = load_contract(str(project), import_kernels=False)
+    receipt = Receipt.read(project.parent / "receipts" / "contract-h200.json")
+    compared = []
+    with MachineCode(loaded) as code:
+        real = code.compare
+        code.compare = lambda *a: compared.append(a) or real(*a)
+        plain = {j.shown: j.state for j in judge_rows(loaded, receipt, code)}
+        assert len(compared) == 2 and plain["tiny"] == "current"  # current by machine code, judged earlier
+        rechecked = {j.shown: j.state for j in judge_rows(loaded, receipt, code, recheck=True)}
+    assert len(compared) == 2 and rechecked == {"tiny": "stale", "other": "current", "control tiny_doubled": "stale"}
+
+
 def test_a_comment_on_an_uncommitted_run_cannot_be_judged_by_machine_code(project):
     receipt = json.loads((project.parent / "receipts" / "contract-h200.json").read_text())
     for row in receipt["entries"] + receipt["controls"]:

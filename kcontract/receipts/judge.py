@@ -38,18 +38,20 @@ class RowJudgement:
         return name if kind == "entry" else f"control {name}"
 
 
-def judge_rows(loaded, receipt: Receipt, machine=None) -> list[RowJudgement]:
+def judge_rows(loaded, receipt: Receipt, machine=None, recheck: bool = False) -> list[RowJudgement]:
     """Every row the contract calls for, then every orphaned row; `machine` (receipts.machine.MachineCode) decides
-    rows whose only change is in CUDA files, else they are stale."""
+    rows whose only change is in CUDA files, else they are stale; with `recheck` (rows an earlier kcontract
+    judged run again anyway), not for those rows."""
     rows = receipt.rows()
     wanted = contract_keys(loaded)
-    judged = [judge_row(loaded, key, rows[key], machine) if key in rows else RowJudgement(key, MISSING)
+    judged = [judge_row(loaded, key, rows[key], machine, recheck) if key in rows else RowJudgement(key, MISSING)
               for key in wanted]
     return judged + [RowJudgement(key, ORPHANED) for key in rows if key not in set(wanted)]
 
 
-def judge_row(loaded, key: tuple[str, str], row: dict, machine=None) -> RowJudgement:
-    """One present row."""
+def judge_row(loaded, key: tuple[str, str], row: dict, machine=None, recheck: bool = False) -> RowJudgement:
+    """One present row; with `recheck`, a row an earlier kcontract judged is not compared by machine code (it runs
+    again whatever the comparison finds, and the comparison compiles the kernel at two revisions)."""
     kind, name = key
     then, now = _mapping(row.get("depends")), row_depends(loaded, kind, name)
     judgement = RowJudgement(key, CURRENT, earlier=_earlier(row.get("checker"), row_checker(loaded, kind, name)))
@@ -58,7 +60,8 @@ def judge_row(loaded, key: tuple[str, str], row: dict, machine=None) -> RowJudge
     if changes:
         verdict = None
         subject = loaded.entry(name) if kind == "entry" else loaded.control(name)
-        if machine is not None and len(changes) == len(files) and subject.kernel.cuda is not None:
+        compare = machine is not None and not (recheck and judgement.earlier)
+        if compare and len(changes) == len(files) and subject.kernel.cuda is not None:
             verdict = machine.compare(subject.kernel, _mapping(row.get("ran")), _mapping(then.get("files")))
         if verdict is not None and verdict.same:
             judgement.machine = f"{', '.join(files)} changed, {verdict.text}"

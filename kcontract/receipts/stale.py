@@ -57,7 +57,7 @@ def plan_stale(loaded, receipt_path: str, recheck: bool) -> StalePlan:
     if receipt is None:
         return StalePlan(None, {key: MISSING for key in wanted}, len(wanted))
     with MachineCode(loaded) as machine:
-        judged = judge_rows(loaded, receipt, machine)
+        judged = judge_rows(loaded, receipt, machine, recheck)
     order = {key: i for i, key in enumerate(wanted)}
     rerun = dict(sorted(_reruns(judged, recheck).items(), key=lambda item: order[item[0]]))
     return StalePlan(receipt, rerun, len(wanted), sum(j.state == ORPHANED for j in judged))
