@@ -27,3 +27,12 @@ def test_bf16_bits_in_blocks_are_the_one_pass_bits(monkeypatch):
     x = np.random.default_rng(1).standard_normal((2 * draws.BLOCK_KEYS + 3, 1, 8)).astype(np.float32)
     whole = bf16_bits_of_finite(x.copy())
     assert np.array_equal(draws.bf16_bits_parallel(x), whole)
+
+
+def test_a_worker_draws_on_its_share_of_the_cores(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # what the pool gives each of as many workers as cores
+    assert draws._threads() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "16")
+    assert draws._threads() == draws.THREADS
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert draws._threads() == max(1, min(draws.THREADS, __import__("os").cpu_count() or 1))

@@ -11,7 +11,8 @@ import numpy as np
 from kcontract.families.attention.rows import bf16_bits_of
 
 BLOCK_KEYS = 8192  # keys one stream draws
-THREADS = 4  # threads a row's draws share
+THREADS = 4  # threads a row's draws share at most
+SHARE = "OMP_NUM_THREADS"  # the threads a run's worker is given (its share of the cores), where it is set
 
 
 def _blocks(n: int) -> list[tuple[int, int]]:
@@ -19,7 +20,9 @@ def _blocks(n: int) -> list[tuple[int, int]]:
 
 
 def _threads() -> int:
-    return max(1, min(THREADS, os.cpu_count() or 1))
+    """THREADS, within the process's share of the cores: a worker's OMP_NUM_THREADS, else every core."""
+    share = os.environ.get(SHARE, "")
+    return max(1, min(THREADS, int(share) if share.isdigit() else os.cpu_count() or 1))
 
 
 def drawn_keys_values(base: int, k_rms: np.ndarray, v_rms: float, d: int) -> tuple[np.ndarray, np.ndarray]:
