@@ -158,6 +158,22 @@ def test_a_recheck_compares_no_machine_code_of_rows_it_runs_again_anyway(project
     assert len(compared) == 2 and rechecked == {"tiny": "stale", "other": "current", "control tiny_doubled": "stale"}
 
 
+def test_the_comparisons_compile_in_one_batch_now_and_one_at_the_rows_commit(project, monkeypatch):
+    import kcontract.builds.cuda as cuda_builder
+
+    (project.parent / "kernels" / "other.cu").write_text("// a comment\n" + (project.parent / "kernels" /
+                                                                               "other.cu").read_text())
+    source = project.parent / "kernels" / "tiny.cu"
+    source.write_text("// a comment that changes no machine code\n" + source.read_text())
+    batches = []
+    real = cuda_builder.build
+    monkeypatch.setattr(cuda_builder, "build", lambda units, sms, *a, **k: batches.append(
+        sorted(u.shown for u in units)) or real(units, sms, *a, **k))
+    monkeypatch.setenv("KCONTRACT_CACHE", str(project.parent / "own-cache"))  # nothing compiled yet
+    assert states(project, machine=True) == {"tiny": "current", "other": "current", "control tiny_doubled": "current"}
+    assert len(batches) == 2 and all(len(units) == 3 for units in batches), batches  # 3 units, each revision once
+
+
 def test_a_comment_on_an_uncommitted_run_cannot_be_judged_by_machine_code(project):
     receipt = json.loads((project.parent / "receipts" / "contract-h200.json").read_text())
     for row in receipt["entries"] + receipt["controls"]:

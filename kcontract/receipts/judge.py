@@ -44,6 +44,9 @@ def judge_rows(loaded, receipt: Receipt, machine=None, recheck: bool = False) ->
     judged run again anyway), not for those rows."""
     rows = receipt.rows()
     wanted = contract_keys(loaded)
+    if machine is not None:  # every comparison's kernels built in two batches, not two per row
+        machine.prepare([ask for key in wanted if key in rows
+                         for ask in [_machine_ask(loaded, key, rows[key], recheck)] if ask is not None])
     judged = [judge_row(loaded, key, rows[key], machine, recheck) if key in rows else RowJudgement(key, MISSING)
               for key in wanted]
     return judged + [RowJudgement(key, ORPHANED) for key in rows if key not in set(wanted)]
@@ -59,10 +62,9 @@ def judge_row(loaded, key: tuple[str, str], row: dict, machine=None, recheck: bo
     files = _changed_files(then, now)
     if changes:
         verdict = None
-        subject = loaded.entry(name) if kind == "entry" else loaded.control(name)
-        compare = machine is not None and not (recheck and judgement.earlier)
-        if compare and len(changes) == len(files) and subject.kernel.cuda is not None:
-            verdict = machine.compare(subject.kernel, _mapping(row.get("ran")), _mapping(then.get("files")))
+        ask = _machine_ask(loaded, key, row, recheck) if machine is not None else None
+        if ask is not None:
+            verdict = machine.compare(*ask)
         if verdict is not None and verdict.same:
             judgement.machine = f"{', '.join(files)} changed, {verdict.text}"
         else:
@@ -73,6 +75,20 @@ def judge_row(loaded, key: tuple[str, str], row: dict, machine=None, recheck: bo
     if failure:
         judgement.state, judgement.cause = FAILED, failure
     return judgement
+
+
+def _machine_ask(loaded, key: tuple[str, str], row: dict, recheck: bool) -> tuple | None:
+    """(kernel, ran, recorded files) where the row's machine code decides it: only its CUDA files changed, and
+    with `recheck` no earlier kcontract judged it (it runs again whatever the comparison finds); else None."""
+    kind, name = key
+    then, now = _mapping(row.get("depends")), row_depends(loaded, kind, name)
+    changes = _changes(loaded, key, then, now)
+    subject = loaded.entry(name) if kind == "entry" else loaded.control(name)
+    if not changes or len(changes) != len(_changed_files(then, now)) or subject.kernel.cuda is None:
+        return None
+    if recheck and _earlier(row.get("checker"), row_checker(loaded, kind, name)):
+        return None
+    return subject.kernel, _mapping(row.get("ran")), _mapping(then.get("files"))
 
 
 def _changes(loaded, key, then: dict, now: dict) -> list[str]:

@@ -59,32 +59,63 @@ class MachineCode:
                 self._trees[commit] = f"commit {commit[:12]} is not in this clone"
         return self._trees[commit]
 
+    def prepare(self, asks: list[tuple]) -> None:
+        """Build, in one batch now and one per earlier commit, the kernels of every comparison `compare` will be
+        asked for ((kernel, ran, recorded) each), so that it compiles nothing of its own; a build that fails is
+        left for `compare` to report."""
+        found = [(kernel.cuda, commit, old) for kernel, ran, recorded in asks
+                 for commit, old in [self._comparable(kernel, ran, recorded)] if not isinstance(old, Verdict)]
+        if not found:
+            return
+        try:
+            sms = self._sms()
+            self.builds.build_each([([cuda for cuda, _, _ in found], sms)])
+            for commit in dict.fromkeys(commit for _, commit, _ in found):
+                old = next(old for _, c, old in found if c == commit)
+                self._revision(commit, old).build_each([([cuda for cuda, c, _ in found if c == commit], sms)])
+        except KContractError:  # `compare` says why, row by row
+            pass
+
     def compare(self, kernel, ran: dict, recorded: dict[str, str]) -> Verdict:
         """The row's kernel built from its commit's files and from today's, compared on every target SM."""
         if kernel.cuda is None:
             return Verdict(False, "")
-        commit = ran.get("commit")
-        if not commit or ran.get("dirty") is not False:
-            return Verdict(False, "machine code not compared: the row ran on a tree that was no clean commit")
-        old = self._old_base(commit)
-        if isinstance(old, str):
-            return Verdict(False, f"machine code not compared: {old}")
-        for name, sha in recorded.items():
-            path = old / name
-            if not path.is_file() or file_sha256(path) != sha:
-                return Verdict(False, f"machine code not compared: {name} at {commit[:12]} is not the file the row "
-                                      f"ran")
+        commit, old = self._comparable(kernel, ran, recorded)
+        if isinstance(old, Verdict):
+            return old
         try:
             return self._compare(kernel.cuda, old, commit)
         except KContractError as error:
             return Verdict(False, f"machine code not compared: {error.message}")
 
-    def _compare(self, cuda, old: Path, commit: str) -> Verdict:
+    def _comparable(self, kernel, ran: dict, recorded: dict[str, str]) -> tuple[str, Path | Verdict]:
+        """The row's commit and the contract's folder at it, or the Verdict that says why it cannot be compared."""
+        commit = ran.get("commit")
+        if not commit or ran.get("dirty") is not False:
+            return commit, Verdict(False, "machine code not compared: the row ran on a tree that was no clean commit")
+        old = self._old_base(commit)
+        if isinstance(old, str):
+            return commit, Verdict(False, f"machine code not compared: {old}")
+        for name, sha in recorded.items():
+            path = old / name
+            if not path.is_file() or file_sha256(path) != sha:
+                return commit, Verdict(False, f"machine code not compared: {name} at {commit[:12]} is not the file "
+                                              f"the row ran")
+        return commit, old
+
+    def _sms(self) -> list[str]:
+        tool = self.builds.toolchain
+        return [sm for sm in self.loaded.targets if tool.builds(sm)]
+
+    def _revision(self, commit: str, old: Path) -> Builds:
         if commit not in self._revisions:
             self._revisions[commit] = self.builds.other_revision(old)
-        builds, then = self.builds, self._revisions[commit]
+        return self._revisions[commit]
+
+    def _compare(self, cuda, old: Path, commit: str) -> Verdict:
+        builds, then = self.builds, self._revision(commit, old)
         tool = builds.toolchain
-        sms = [sm for sm in self.loaded.targets if tool.builds(sm)]
+        sms = self._sms()
         current, earlier = builds.build([cuda], sms), then.build([cuda], sms)
         symbols, exported = list(cuda.symbols.values()), builds.unit(cuda).exports
         for sm in sms:
