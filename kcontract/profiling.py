@@ -81,31 +81,30 @@ def note_gpu_live(live: int) -> None:
 @contextmanager
 def tracking_gpu_live() -> Iterator[None]:
     """While inside, each block CuPy's pool hands out or takes back in this thread moves the live bytes the gate's
-    clock peaks at (CuPy's memory hooks); nothing where CuPy cannot reach a device."""
+    clock peaks at (CuPy's memory hooks); nothing where CuPy is not installed."""
     try:
-        import cupy
         from cupy.cuda.memory_hook import MemoryHook
-
-        held = cupy.get_default_memory_pool().used_bytes()
-    except Exception:  # no CuPy, or no device it reaches: no device arrays to count
+    except Exception:  # no CuPy: no device arrays to count
         yield
         return
 
     class LiveBytes(MemoryHook):
-        """Bytes of the pool's blocks in use, counted as they come and go."""
+        """Bytes of the pool's blocks handed out inside and not yet taken back, by pointer: a block an earlier
+        task left alive is not this one's."""
 
         name = "kcontract-live-bytes"
 
         def __init__(self) -> None:
-            self.live = held
+            self.live, self.blocks = 0, {}
 
         def malloc_postprocess(self, **kwargs) -> None:
             if kwargs.get("mem_ptr"):
+                self.blocks[kwargs["mem_ptr"]] = kwargs["mem_size"]
                 self.live += kwargs["mem_size"]
                 note_gpu_live(self.live)
 
         def free_postprocess(self, **kwargs) -> None:
-            self.live = max(0, self.live - kwargs["mem_size"])
+            self.live -= self.blocks.pop(kwargs.get("mem_ptr"), 0)
 
     with LiveBytes():
         yield

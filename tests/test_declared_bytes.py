@@ -16,16 +16,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_live_bytes_count_blocks_in_use_not_what_the_pool_caches(monkeypatch):
-    entered = memory_hooks(monkeypatch, used=100 * MB)
+    entered = memory_hooks(monkeypatch, used=100 * MB)  # an earlier task's blocks, not this one's
     with measuring() as clock, tracking_gpu_live():
         (hook,) = entered
         hook.malloc_postprocess(device_id=0, size=300 * MB, mem_size=300 * MB, mem_ptr=1, pmem_id=1)
         hook.free_postprocess(device_id=0, mem_size=300 * MB, mem_ptr=1, pmem_id=1)  # back to the pool's cache
         hook.malloc_postprocess(device_id=0, size=50 * MB, mem_size=50 * MB, mem_ptr=2, pmem_id=2)
+        hook.free_postprocess(device_id=0, mem_size=100 * MB, mem_ptr=7, pmem_id=7)  # an earlier task's block
+        hook.malloc_postprocess(device_id=0, size=280 * MB, mem_size=280 * MB, mem_ptr=3, pmem_id=3)
         hook.malloc_postprocess(device_id=0, size=9, mem_size=512, mem_ptr=0, pmem_id=0)  # a malloc that failed
     assert entered == []  # the hook is gone after the task
-    assert clock.gpu_live == 400 * MB  # 100 held before, 300 at once; 150 later
-    assert clock.summary(1.0, 0)["live_gpu_mb"] == 400.0
+    assert clock.gpu_live == 330 * MB  # 300 at once, then 50 + 280
+    assert clock.summary(1.0, 0)["live_gpu_mb"] == 330.0
 
 
 def test_no_cupy_counts_nothing_and_runs_the_body(monkeypatch):
