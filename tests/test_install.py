@@ -4,15 +4,15 @@ install from the package index into fresh virtual environments; they skip, sayin
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import urllib.request
-import venv
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.pip_env import fresh_venv, pip, resolved, resolving
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_CU130 = ["cuda-toolkit[nvrtc,cudart]==13.0.2", "cuda-bindings>=13.0.3,<14"]  # what torch 2.11+cu130 requires
@@ -68,23 +68,19 @@ def built(tmp_path_factory, source, resolver) -> str:
     return f"kcontract{{}} @ {wheel.as_uri()}"
 
 
-def fresh_venv(where: Path) -> Path:
-    """A new virtual environment with pip; its python."""
-    venv.EnvBuilder(with_pip=True).create(where)
-    return where / "bin" / "python"
-
-
-def pip(python: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
-
-
-def resolved(python: Path, report: Path, *requirements: str) -> dict[str, str]:
-    """What `pip install --dry-run` would install: {name: version}."""
-    done = pip(python, "install", "--dry-run", "--quiet", "--report", str(report), *requirements)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+@pytest.fixture(scope="module")
+def resolutions(tmp_path_factory, built, resolver) -> dict[str, dict[str, str]]:
+    """Every dry-run resolution the tests read, started side by side and waited for: {name: {package: version}}."""
+    folder = tmp_path_factory.mktemp("reports")
+    asks = {"cuda12": (*TORCH_CU128, built.format("[cuda12]")), "cu12": (*TORCH_CU128, built.format("[cu12]")),
+            "beside_torch": (*TORCH_CU130, built.format("[cu13]")),
+            "pinned": (built.format("[compile,tools]"), "-c", str(ROOT / "constraints" / "cuda-13.5.37.txt")),
+            "plain": (built.format(""),)}
+    started = {name: resolving(resolver, folder / f"{name}.json", *requirements) for name, requirements in asks.items()}
+    found = {name: resolved(proc, folder / f"{name}.json") for name, proc in started.items()}
+    failed = {name: text for name, text in found.items() if isinstance(text, str)}
+    assert not failed, failed
+    return found
 
 
 def test_it_installs_beside_torchs_cuda_13_toolkit_and_compiles_with_its_nvrtc(tmp_path, source):
@@ -108,22 +104,18 @@ def test_it_installs_beside_torchs_cuda_13_toolkit_and_compiles_with_its_nvrtc(t
     assert "SUMMARY check passed" in proc.stdout and "gate-5 controls: 2 red as planted, 0 missed" in proc.stdout
 
 
-def test_the_cuda_12_extras_bring_no_cuda_13_wheel(tmp_path, built, resolver):
+def test_the_cuda_12_extras_bring_no_cuda_13_wheel(resolutions):
     for extra in ("cuda12", "cu12"):
-        found = resolved(resolver, tmp_path / f"{extra}.json", *TORCH_CU128, built.format(f"[{extra}]"))
+        found = resolutions[extra]
         assert found["nvidia-cuda-nvrtc-cu12"] == "12.8.93" and "cupy-cuda12x" in found
         assert not [name for name in found if name in CUDA13 or (name == "cuda-bindings" and
                                                                  found[name].startswith("13"))], found
 
 
-def test_the_cuda_13_extra_takes_ranges_and_the_constraints_file_pins_the_records_toolchain(tmp_path, built,
-                                                                                          resolver):
-    python = resolver
-    beside_torch = resolved(python, tmp_path / "a.json", *TORCH_CU130, built.format("[cu13]"))
+def test_the_cuda_13_extra_takes_ranges_and_the_constraints_file_pins_the_records_toolchain(resolutions):
+    beside_torch = resolutions["beside_torch"]
     assert beside_torch["nvidia-cuda-nvrtc"].startswith("13.0.") and "cupy-cuda13x" in beside_torch
-    pinned = resolved(python, tmp_path / "b.json", built.format("[compile,tools]"), "-c",
-                      str(ROOT / "constraints" / "cuda-13.5.37.txt"))
+    pinned = resolutions["pinned"]
     assert {pinned[n] for n in CUDA13[:4]} == {"13.5.37"} and "cupy-cuda13x" not in pinned
-    plain = resolved(python, tmp_path / "c.json", built.format(""))
+    plain = resolutions["plain"]
     assert not [name for name in plain if name.startswith(("nvidia-", "cuda-", "cupy"))], plain
-
