@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.pip_env import fresh_venv, pip, resolved, resolving
+from tests.helpers.pip_env import fresh_venv, pip, pip_started, resolved, resolving
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_CU130 = ["cuda-toolkit[nvrtc,cudart]==13.0.2", "cuda-bindings>=13.0.3,<14"]  # what torch 2.11+cu130 requires
@@ -69,24 +69,45 @@ def built(tmp_path_factory, source, resolver) -> str:
 
 
 @pytest.fixture(scope="module")
-def resolutions(tmp_path_factory, built, resolver) -> dict[str, dict[str, str]]:
-    """Every dry-run resolution the tests read, started side by side and waited for: {name: {package: version}}."""
+def install_started(tmp_path_factory, source):
+    """A fresh environment, and kcontract's install into it beside torch's CUDA 13 toolkit, started."""
+    python = fresh_venv(tmp_path_factory.mktemp("installed") / "venv")
+    started = pip_started(python, "install", "--quiet", *TORCH_CU130, "-e", str(source))
+    yield python, started
+    started.kill()  # where a test ended before waiting for it
+    started.communicate()
+
+
+@pytest.fixture(scope="module")
+def resolutions_started(tmp_path_factory, built, resolver):
+    """Every dry-run resolution the tests read, started side by side: {name: (pip, its report)}."""
     folder = tmp_path_factory.mktemp("reports")
     asks = {"cuda12": (*TORCH_CU128, built.format("[cuda12]")), "cu12": (*TORCH_CU128, built.format("[cu12]")),
             "beside_torch": (*TORCH_CU130, built.format("[cu13]")),
             "pinned": (built.format("[compile,tools]"), "-c", str(ROOT / "constraints" / "cuda-13.5.37.txt")),
             "plain": (built.format(""),)}
-    started = {name: resolving(resolver, folder / f"{name}.json", *requirements) for name, requirements in asks.items()}
-    found = {name: resolved(proc, folder / f"{name}.json") for name, proc in started.items()}
+    started = {name: (resolving(resolver, folder / f"{name}.json", *requirements), folder / f"{name}.json")
+               for name, requirements in asks.items()}
+    yield started
+    for proc, _ in started.values():  # where a test ended before waiting for them
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def resolutions(resolutions_started) -> dict[str, dict[str, str]]:
+    """What each started resolution would install: {name: {package: version}}."""
+    found = {name: resolved(proc, report) for name, (proc, report) in resolutions_started.items()}
     failed = {name: text for name, text in found.items() if isinstance(text, str)}
     assert not failed, failed
     return found
 
 
-def test_it_installs_beside_torchs_cuda_13_toolkit_and_compiles_with_its_nvrtc(tmp_path, source):
-    python = fresh_venv(tmp_path / "venv")
-    done = pip(python, "install", "--quiet", *TORCH_CU130, "-e", str(source))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+def test_it_installs_beside_torchs_cuda_13_toolkit_and_compiles_with_its_nvrtc(tmp_path, install_started,
+                                                                             resolutions_started):
+    python, started = install_started  # the resolutions run meanwhile
+    out, err = started.communicate(timeout=900)
+    assert started.returncode == 0, out[-3000:] + err[-3000:]
     checked = pip(python, "check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     version = subprocess.run([str(python), "-c", "from importlib.metadata import version; "

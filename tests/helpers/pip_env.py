@@ -25,11 +25,15 @@ def pip(python: Path, *args: str, timeout: float = 900) -> subprocess.CompletedP
                           text=True, timeout=timeout, env=_env())
 
 
+def pip_started(python: Path, *args: str) -> subprocess.Popen:
+    """pip of that environment, started (its output piped)."""
+    return subprocess.Popen([str(python), "-m", "pip", "--disable-pip-version-check", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env())
+
+
 def resolving(python: Path, report: Path, *requirements: str) -> subprocess.Popen:
     """`pip install --dry-run` of the requirements, started: it writes what it would install to `report`."""
-    return subprocess.Popen([str(python), "-m", "pip", "--disable-pip-version-check", "install", "--dry-run",
-                             "--quiet", "--report", str(report), *requirements], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env())
+    return pip_started(python, "install", "--dry-run", "--quiet", "--report", str(report), *requirements)
 
 
 def resolved(started: subprocess.Popen, report: Path, timeout: float = 900) -> dict[str, str] | str:
