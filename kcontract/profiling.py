@@ -28,7 +28,8 @@ class Clock:
         staged = {f"{name}_s": round(s, 3) for name, s in self.seconds.items()}
         other = max(0.0, total - sum(self.seconds.values()))
         return {**staged, "other_s": round(other, 3), "peak_host_mb": round(host_peak / MB, 1),
-                "peak_gpu_mb": round(self.gpu_peak / MB, 1), "live_gpu_mb": round(self.gpu_live / MB, 1), **{what: dict(n) for what, n in self.cache.items()}}
+                "peak_gpu_mb": round(self.gpu_peak / MB, 1), "live_gpu_mb": round(self.gpu_live / MB, 1),
+                **{what: dict(n) for what, n in self.cache.items()}}
 
 
 _clock: Clock | None = None

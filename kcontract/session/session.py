@@ -129,8 +129,8 @@ class Session:
 
     def tasks(self, plan: Plan, options: RunOptions, hear: RunListener) -> RunResult:
         """Run the planned tasks in the pool, the longest first where the newest whole receipt beside the contract
-        says how long they took on this kind of machine, each declaring the device bytes it held there; `hear` hears the start, every step and finished task, and
-        the stop."""
+        says how long they took on this kind of machine, each declaring the device bytes it held there; `hear`
+        hears the start, every step and finished task, and the stop."""
         gpu = bool(self.on_gpu(plan.tasks))
         finished: list[Outcome] = []
 
