@@ -44,32 +44,49 @@ def judge_rows(loaded, receipt: Receipt, machine=None, recheck: bool = False) ->
     judged run again anyway), not for those rows."""
     rows = receipt.rows()
     wanted = contract_keys(loaded)
+    facts = {key: _facts(loaded, key, rows[key]) for key in wanted if key in rows}
     if machine is not None:  # every comparison's kernels built in two batches, not two per row
-        machine.prepare([ask for key in wanted if key in rows
-                         for ask in [_machine_ask(loaded, key, rows[key], recheck)] if ask is not None])
-    judged = [judge_row(loaded, key, rows[key], machine, recheck) if key in rows else RowJudgement(key, MISSING)
-              for key in wanted]
+        machine.prepare([ask for key, known in facts.items()
+                         for ask in [_machine_ask(loaded, key, known, recheck)] if ask is not None])
+    judged = [judge_row(loaded, key, rows[key], machine, recheck, facts[key]) if key in rows
+              else RowJudgement(key, MISSING) for key in wanted]
     return judged + [RowJudgement(key, ORPHANED) for key in rows if key not in set(wanted)]
 
 
-def judge_row(loaded, key: tuple[str, str], row: dict, machine=None, recheck: bool = False) -> RowJudgement:
-    """One present row; with `recheck`, a row an earlier kcontract judged is not compared by machine code (it runs
-    again whatever the comparison finds, and the comparison compiles the kernel at two revisions)."""
+@dataclass
+class _Facts:
+    """What a row recorded against the contract now: its dependencies then and now, what changed, its checker."""
+
+    row: dict
+    then: dict
+    changes: list[str]
+    files: list[str]
+    earlier: str
+
+
+def _facts(loaded, key: tuple[str, str], row: dict) -> _Facts:
     kind, name = key
     then, now = _mapping(row.get("depends")), row_depends(loaded, kind, name)
-    judgement = RowJudgement(key, CURRENT, earlier=_earlier(row.get("checker"), row_checker(loaded, kind, name)))
-    changes = _changes(loaded, key, then, now)
-    files = _changed_files(then, now)
-    if changes:
-        verdict = None
-        ask = _machine_ask(loaded, key, row, recheck) if machine is not None else None
-        if ask is not None:
-            verdict = machine.compare(*ask)
+    return _Facts(row, then, _changes(loaded, key, then, now), _changed_files(then, now),
+                  _earlier(row.get("checker"), row_checker(loaded, kind, name)))
+
+
+def judge_row(loaded, key: tuple[str, str], row: dict, machine=None, recheck: bool = False,
+              facts: _Facts | None = None) -> RowJudgement:
+    """One present row (`facts`: what `_facts` found of it, where already known); with `recheck`, a row an
+    earlier kcontract judged is not compared by machine code (it runs again whatever the comparison finds, and
+    the comparison compiles the kernel at two revisions)."""
+    known = facts if facts is not None else _facts(loaded, key, row)
+    judgement = RowJudgement(key, CURRENT, earlier=known.earlier)
+    if known.changes:
+        ask = _machine_ask(loaded, key, known, recheck) if machine is not None else None
+        verdict = machine.compare(*ask) if ask is not None else None
         if verdict is not None and verdict.same:
-            judgement.machine = f"{', '.join(files)} changed, {verdict.text}"
+            judgement.machine = f"{', '.join(known.files)} changed, {verdict.text}"
         else:
             judgement.state = STALE
-            judgement.cause = "; ".join(changes + ([verdict.text] if verdict is not None and verdict.text else []))
+            judgement.cause = "; ".join(known.changes + ([verdict.text] if verdict is not None and verdict.text
+                                                         else []))
             return judgement
     failure = _failure(loaded, key, row)
     if failure:
@@ -77,18 +94,16 @@ def judge_row(loaded, key: tuple[str, str], row: dict, machine=None, recheck: bo
     return judgement
 
 
-def _machine_ask(loaded, key: tuple[str, str], row: dict, recheck: bool) -> tuple | None:
+def _machine_ask(loaded, key: tuple[str, str], known: _Facts, recheck: bool) -> tuple | None:
     """(kernel, ran, recorded files) where the row's machine code decides it: only its CUDA files changed, and
     with `recheck` no earlier kcontract judged it (it runs again whatever the comparison finds); else None."""
     kind, name = key
-    then, now = _mapping(row.get("depends")), row_depends(loaded, kind, name)
-    changes = _changes(loaded, key, then, now)
     subject = loaded.entry(name) if kind == "entry" else loaded.control(name)
-    if not changes or len(changes) != len(_changed_files(then, now)) or subject.kernel.cuda is None:
+    if not known.changes or len(known.changes) != len(known.files) or subject.kernel.cuda is None:
         return None
-    if recheck and _earlier(row.get("checker"), row_checker(loaded, kind, name)):
+    if recheck and known.earlier:
         return None
-    return subject.kernel, _mapping(row.get("ran")), _mapping(then.get("files"))
+    return subject.kernel, _mapping(known.row.get("ran")), _mapping(known.then.get("files"))
 
 
 def _changes(loaded, key, then: dict, now: dict) -> list[str]:
