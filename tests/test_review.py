@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from kcontract.receipts.receipt import Receipt
 from kcontract.review.abba import BASE, HEAD, SCHEDULE, Rounds
 from kcontract.review.changes import Changes
 from kcontract.review.markdown import SECTIONS
@@ -89,8 +90,9 @@ def _sections(markdown: str) -> list[str]:
 def test_a_clean_change_passes_with_the_receipt_in_the_seeds_order(pr, tmp_path, monkeypatch):
     repo, base = pr
     md, doc, summary = tmp_path / "review.md", tmp_path / "review.json", tmp_path / "step.md"
-    done = review_here(repo, "--base", base, "--markdown", str(md), "--json", str(doc), clock=FakeClock(noise=0.3),
-                       monkeypatch=monkeypatch, env={"GITHUB_STEP_SUMMARY": str(summary)})
+    kept = tmp_path / "out" / "head.json"
+    done = review_here(repo, "--base", base, "--markdown", str(md), "--json", str(doc), "--receipt", str(kept),
+                       clock=FakeClock(noise=0.3), monkeypatch=monkeypatch, env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert done.exit_code == 0, done.output[-3000:]
     lines = done.stdout.splitlines()
     assert lines[-1].startswith("REVIEW pass: 1 of 3 functions changed, 2 rows re-ran green, 4 calls within")
@@ -110,6 +112,9 @@ def test_a_clean_change_passes_with_the_receipt_in_the_seeds_order(pr, tmp_path,
     assert contract["base_summary"] == contract["head_summary"] and contract["base_receipt"] == \
         "receipts/contract-cpu.json"
     assert contract["exactness_run"]["rows"] == 1 and contract["exactness_run"]["bit_equal"] > 0
+    head, at_base = Receipt.read(kept).rows(), Receipt.read(repo / "receipts" / "contract-cpu.json").rows()
+    assert head.keys() == at_base.keys()
+    assert [key for key in head if head[key] != at_base[key]] == [("entry", "round"), ("entry", "np_rmsnorm")]
     assert [(c["entry"], c["call"], c["verdict"]) for c in review["speed"]] == [
         ("round", "n1024", UNCHANGED), ("round", "n65536", UNCHANGED), ("scale", "n1024", UNCHANGED),
         ("scale", "n65536", UNCHANGED)]

@@ -43,6 +43,8 @@ class Percent(click.ParamType):
 @click.option("--head", "head", default=None, help="The revision to review (default: the working tree).")
 @click.option("--markdown", "markdown_path", help="Write the review as markdown (the pull request's receipt).")
 @click.option("--json", "json_path", help="Write the review as JSON.")
+@click.option("--receipt", "receipt_path",
+              help="Write the head's receipt here: the base's with the rows the review re-ran (commit it).")
 @click.option("--max-slower", type=Percent(), default="2", show_default=True,
               help="Fail where a call is slower than the base by more than this percent beyond its noise.")
 @click.option("--rounds", type=Count(1, 100, "a number of rounds"), default=2, show_default=True,
@@ -52,12 +54,13 @@ class Percent(click.ParamType):
 @click.option("--jobs", "jobs", type=Jobs(), default="auto", show_default=True,
               help="Worker processes for the contract's stale rows, or 'auto'.")
 @user_errors
-def review_command(contract_path, base, head, markdown_path, json_path, max_slower, rounds, repeat, jobs) -> None:
+def review_command(contract_path, base, head, markdown_path, json_path, receipt_path, max_slower, rounds, repeat,
+                   jobs) -> None:
     """Build both revisions for every SM and compare each kernel's machine code; run the head's rows that are stale
     against the base's receipt; time the changed entries' calls and their current callers' on both builds, ABBA;
     print the review, ending in a REVIEW line (exit 1 where it fails)."""
-    require_writable(markdown=markdown_path, json=json_path)
-    options = ReviewOptions(contract_path, base, head, Settings(rounds, repeat, max_slower), jobs)
+    require_writable(markdown=markdown_path, json=json_path, receipt=receipt_path)
+    options = ReviewOptions(contract_path, base, head, Settings(rounds, repeat, max_slower), jobs, receipt_path)
     listeners = [Notes(), TaskProgress(err), Failures(verbose=False), Findings(contract_path)]
     found = review(options, listeners=listeners, say=lambda line: err.print(line, markup=False),
                    progress=CompileProgress(err))

@@ -42,6 +42,7 @@ class ReviewOptions:
     head: str | None = None  # None: the working tree
     settings: Settings = Settings()
     jobs: int | str = "auto"
+    receipt: str | None = None  # where the head's receipt is written; None: nowhere
 
 
 @dataclass
@@ -98,7 +99,7 @@ def review(options: ReviewOptions, *, listeners: Iterable[RunListener] = (), say
         found = changes(diff, entry_kernels(session.loaded, session.builds, base))
         ready = session.machine(cuda=True, gpu=bool(found.timed) and clock is None, names=found.timed, say=say)
         clock = clock or _gpu_clock(session, base, found, root, options.settings)
-        part = contract_run(session, base_tree / where.rel, listeners, options.jobs)
+        part = contract_run(session, base_tree / where.rel, listeners, options.jobs, options.receipt)
         speed = time_entries(found, clock, options.settings, say) if found.timed else []
         notes = base.notes + list(getattr(clock, "notes", []))
         env = _environment(ready)
