@@ -10,10 +10,11 @@ import pytest
 
 from kcontract.receipts.receipt import Receipt
 from kcontract.review.abba import BASE, HEAD, SCHEDULE, Rounds
-from kcontract.review.changes import Changes
+from kcontract.review.changes import Changes, EntryKernel, changes
 from kcontract.review.markdown import SECTIONS
 from kcontract.review.speed import FASTER, SLOWER, TOO_SLOW, UNCHANGED, Settings, judged
 from kcontract.review.timing import time_entries
+from kcontract.sassdiff.diff import CHANGED, NEW, SAME_BYTES, FunctionResult, SassDiff
 from tests.helpers.cli import kcontract, no_traceback
 from tests.helpers.review import CALLS, FakeClock, git, pull_request, review_here
 from tests.helpers.toolchain import toolchain
@@ -62,6 +63,28 @@ def test_verdicts_against_the_noise_floor_and_the_limit(a, b, verdict):
     speed = judged("e", "c", "n 1", "changed", Rounds(base=a, head=b), max_slower=2.0)
     assert speed.verdict == verdict
     assert speed.noise_pct == pytest.approx(100 * (max(a[0]) - min(a[0])) / (sum(a[0]) / 2))
+
+
+def test_a_head_whose_own_slots_disagree_has_that_much_noise():
+    """Slot medians of a 7 us call on an H100 (two timing modes, 0.7 us apart): the A slots agree by chance, the B
+    slots do not. The head's median reads 4.2 % slower, inside the 9.3 % its own two slots differ by."""
+    a, b = [[7.2, 7.2], [7.23, 7.17]], [[7.17, 7.87], [7.17, 7.84]]
+    speed = judged("e", "c", "n 1", "caller", Rounds(base=a, head=b), max_slower=2.0)
+    assert speed.change_pct == pytest.approx(4.2, abs=0.1) and speed.verdict == UNCHANGED
+    assert speed.noise_pct == pytest.approx(100 * 0.7 / 7.52, abs=0.05)
+
+
+def test_an_entry_whose_kernel_only_gained_functions_says_so():
+    diff = SassDiff("b", "h", ["sm_90"], [
+        FunctionResult("kernels/k.cu", "k<1>", "sm_90", SAME_BYTES),
+        FunctionResult("kernels/k.cu", "k<2>", "sm_90", NEW),
+        FunctionResult("kernels/o.cu", "o<1>", "sm_90", CHANGED)])
+    kernels = [EntryKernel("grown", "kernels/k.cu", "kernels/k.cu", ("k<1>", "k<2>"), True, False),
+               EntryKernel("moved", "kernels/o.cu", "kernels/o.cu", ("o<1>",), True, False),
+               EntryKernel("kept", "kernels/k.cu", "kernels/k.cu", ("k<1>",), True, False)]
+    found = changes(diff, kernels)
+    assert found.changed == {"grown": "new functions (k<2>)", "moved": "machine code changed on sm_90"}
+    assert found.callers == {"kept": "kernels/k.cu"}
 
 
 def test_a_call_the_base_does_not_make_is_timed_on_the_head_alone():

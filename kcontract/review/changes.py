@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kcontract.review.speed import CALLER, CHANGED
-from kcontract.sassdiff.diff import EQUAL, SassDiff
+from kcontract.sassdiff.diff import EQUAL, NEW, SassDiff
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,13 @@ def why_changed(diff: SassDiff, kernel: EntryKernel) -> str | None:
     """How an entry changed since the base, or None where it did not."""
     if not kernel.at_base:
         return "new entry"
-    moved = sorted({r.sm for r in diff.results if r.label == kernel.unit and r.expression in kernel.expressions
-                    and r.verdict not in EQUAL})
+    mine = [r for r in diff.results if r.label == kernel.unit and r.expression in kernel.expressions]
+    moved = sorted({r.sm for r in mine if r.verdict not in EQUAL and r.verdict != NEW})
     if moved:
         return f"machine code changed on {', '.join(moved)}"
+    added = sorted({r.expression for r in mine if r.verdict == NEW})
+    if added:
+        return f"new functions ({', '.join(added[:2])}{' and more' if len(added) > 2 else ''})"
     return "its node changed" if kernel.node_changed else None
 
 

@@ -1,6 +1,6 @@
 """A timed call judged: base and head as the medians of their slots, the change in percent, the noise floor from A
-against A, and the verdict: unchanged within the noise, faster, slower, or slower beyond the limit (the review
-fails)."""
+against A and B against B, and the verdict: unchanged within the noise, faster, slower, or slower beyond the limit
+(the review fails)."""
 
 from __future__ import annotations
 
@@ -50,8 +50,10 @@ class CallSpeed:
 
 
 def noise_pct(rounds: Rounds) -> float:
-    """The noise floor: the largest difference between a round's A slots, in percent of their mean."""
-    spreads = [100.0 * (max(a) - min(a)) / statistics.fmean(a) for a in rounds.base if len(a) > 1 and min(a) > 0]
+    """The noise floor: the largest difference between two slots of one build in a round (its A slots, or its B
+    slots), in percent of their mean."""
+    pairs = rounds.base + rounds.head
+    spreads = [100.0 * (max(a) - min(a)) / statistics.fmean(a) for a in pairs if len(a) > 1 and min(a) > 0]
     return max(spreads, default=0.0)
 
 
