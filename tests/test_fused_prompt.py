@@ -23,7 +23,7 @@ from kcontract.families.attention.prompt import AttentionPrompt
 from kcontract.families.attention.prompt_layout import ATTEND_ARGS
 from kcontract.families.attention.prompt_spec import PromptSpec
 from kcontract.families.attention.reference import replayed_outputs
-from kcontract.families.attention.replay import _merge_online, _quad_sums, exp_interval, replay_row, replay_rows
+from kcontract.families.attention.replay import _fold_online, _merge_online, _quad_sums, exp_interval, replay_row, replay_rows
 from kcontract.families.attention.rows import RowData
 from kcontract.families.attention.spec import Arithmetic, DecodeSpec
 from kcontract.families.attention.tensorcore import kstep_dims, replay_dots
@@ -348,11 +348,11 @@ def test_rows_replayed_together_in_chains_get_the_bounds_each_gets_alone(monkeyp
              pos, None) for first, pos in ((10, 300), (64, 383), (0, 290), (70, 330), (130, 399))]
     merges = []
 
-    def merge(m, *args):
+    def fold(states, m, *args):
         merges.append(np.broadcast_to(args[4], m.shape)[:, 0])  # the chain of each row's chunks
-        return _merge_online(m, *args)
+        return _fold_online(states, m, *args)
 
-    monkeypatch.setattr(replay, "_merge_online", merge)
+    monkeypatch.setattr(replay, "_fold_online", fold)
     for chains in (2, 3):
         together = replay_rows(rows, scale, 64, group, order="online_mma", p_round="bf16",
                                grouping="natural", chains=chains)

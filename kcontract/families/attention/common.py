@@ -69,11 +69,26 @@ class WindowAttention(Family):
         return self.CAUSES.get(kind, ())
 
     def reference_device_bytes(self, case: str) -> int:
-        """A replay's working arrays (replay.WORKING_BYTES) and the float64 copies of the case's longest keys."""
-        from kcontract.families.attention.replay import WORKING_BYTES
+        """The replay's working budget (budget.WORKING_BYTES), the bounds it gathers in fp32 for a call's rows (the
+        partials too where they are checked), and its copies of the longest keys as given (bf16 bits, k and v, for
+        each sequence a call holds)."""
+        from kcontract.families.attention.budget import WORKING_BYTES
 
-        shape = self.spec.shape
-        return WORKING_BYTES + self.longest_keys(case) * shape.kv_heads * shape.head_dim * 8 * 2
+        shape, a = self.spec.shape, self.spec.arithmetic
+        hq, d, keys = shape.q_heads, shape.head_dim, self.longest_keys(case)
+        per_row = hq * (2 * d + 1)  # out's ends and row_m
+        if a.partials == "checked":
+            per_row += hq * (keys // a.chunk + 2) * (2 * d + 3)  # m, l's ends and o's ends of every chunk
+        copies = self.gate1_sequences(case) * keys * shape.kv_heads * d * 2 * 2
+        return WORKING_BYTES + self.gate1_rows(case) * per_row * 4 + copies
+
+    def gate1_rows(self, case: str) -> int:
+        """Rows a gate-1 call of the case replays at most."""
+        raise NotImplementedError
+
+    def gate1_sequences(self, case: str) -> int:
+        """Key buffers a gate-1 call of the case holds at most (a sequence's rows share one)."""
+        raise NotImplementedError
 
     def exports_needed(self) -> tuple[str, ...]:
         """A declared order whose counts are the kernel's own reads them from its exports."""

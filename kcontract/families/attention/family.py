@@ -71,6 +71,14 @@ class AttentionDecode(WindowAttention):
         window = self.window_of(c)
         return max(pos - window.first(pos) + 1 for pos in c.rows)
 
+    def gate1_rows(self, case: str) -> int:
+        """The case's rows, or its four order probes."""
+        return max(len(self._case(case).rows), 4)
+
+    def gate1_sequences(self, case: str) -> int:
+        """A row's own keys each."""
+        return self.gate1_rows(case)
+
     def case_bytes(self, case: str) -> int:
         """Host bytes a worker holds at most: the rows' keys and four order probes (the caches are Assembled from
         them), drawing the longest row, and its float64 reference's per-key arrays."""

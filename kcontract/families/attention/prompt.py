@@ -129,6 +129,14 @@ class AttentionPrompt(WindowAttention):
         window = self.window_of(c)
         return max(s.end - window.first(s.start) + 1 for s in c.sequences)
 
+    def gate1_rows(self, case: str) -> int:
+        """The case's rows, or its order probes' bands (two kinds at up to two positions)."""
+        return max(self._case(case).rows, 4 * BAND)
+
+    def gate1_sequences(self, case: str) -> int:
+        """The case's sequences, or its order probes' four."""
+        return max(len(self._case(case).sequences), 4)
+
     def case_bytes(self, case: str) -> int:
         """Host bytes a worker holds at most: each sequence's keys (twice: drawn and laid out), the float32 draws
         of the longest, and the per-key arrays of one row's float64 reference."""

@@ -66,7 +66,8 @@ def replayed_outputs(rows: list[RowData], arith: Arithmetic, scale: float, n_par
     for block in replay_blocks(rows, arith.chunk):  # rows with one chunk count, replayed together
         got = replay_rows([(rows[b].q, rows[b].k, rows[b].v, rows[b].first, rows[b].pos, rows[b].extra.get("scores"))
                            for b in block], scale, arith.chunk, group, order=arith.sum_order, p_round=arith.prob_round,
-                          grouping=arith.score_grouping, chains=arith.merge_chains, kernel=kernel)
+                          grouping=arith.score_grouping, chains=arith.merge_chains, kernel=kernel,
+                          partials=n_part is not None)
         for b, f in zip(block, got):
             found[b] = f
     out_lo, out_hi = (np.stack([f["out"][i] for f in found]) for i in (0, 1))

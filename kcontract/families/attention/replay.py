@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kcontract.families.attention.bounds import as_float64, pv_parts
+from kcontract.families.attention.budget import working_values
 from kcontract.families.attention.tensorcore import replay_scores
 from kcontract.numerics import functions, round_to
 from kcontract.numerics.fp32 import add32, div_interval32, exp_interval32, fma32, rn32
@@ -94,54 +95,132 @@ def replay_row(q, k, v, first: int, pos: int, scale: float, chunk: int, group: i
                        chains=chains, kernel=kernel)[0]
 
 
-ELEMENTS = 1 << 25  # values of a replay's largest array formed at once (rows x heads x chunks x keys x D)
-WORKING_BYTES = 12 * 8 * ELEMENTS  # what a replay holds at once: at most a dozen float64 arrays of ELEMENTS
+# float64 values a row's chunk holds while a piece's chunk sums form, per kind of array: a k-step's terms [G, 16, D]
+# (about six such at once), the chunk's values [C, D] (three), its scores and p [G, C] (a dozen), the piece's sums of
+# every head [Hq, D + 3] (four)
+TERMS, VALUES, SCORES, SUMS = 6, 3, 12, 4
+
+
+def sum_values(hq: int, group: int, d: int, chunk: int) -> int:
+    """float64 values a row's chunk holds while the chunk sums of a piece form."""
+    return TERMS * group * STEP * d + VALUES * chunk * d + SCORES * group * chunk + SUMS * hq * (d + 3)
+
+
+def kept_values(hq: int, d: int, online: bool) -> int:
+    """float64 values a row's chunk holds until its block merges: its chunk sums, where the merge is not online
+    (an online merge folds each piece in as it forms, keeping a state of [Hq, D] per row and chain)."""
+    return 0 if online else 2 * hq * (d + 3)
+
+
+def cut(n: int, nch: int, hq: int, group: int, d: int, chunk: int, online: bool, values: int) -> tuple[int, int]:
+    """(rows, chunks): a block's rows (of n), merged together, and a piece's chunks, whose sums form together, so
+    the block's kept sums and a piece's working arrays fit `values` float64 values (a row's kept sums alone may
+    not): as many rows as fit, so the merge's loop over chunks runs for as few blocks as it can."""
+    per_row, unit = nch * kept_values(hq, d, online), sum_values(hq, group, d, chunk)
+    rows = min(n, max(1, values // (per_row + unit)))
+    return rows, min(nch, max(1, (values - rows * per_row) // (rows * unit)))
 
 
 def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None, order: str = "split_lanes",
                 p_round: str = "none", grouping: str = "decode", chains: int = 1,
-                elements: int = ELEMENTS, kernel: dict[str, int] | None = None) -> list[dict]:
+                values: int | None = None, kernel: dict[str, int] | None = None, partials: bool = True) -> list[dict]:
     """replay_row for rows (q, k, v, first, pos, scores or None) with the same number of chunks, replayed
-    together along a leading row axis: each row's bounds are those it gets alone. The chunks' sums are formed
-    for as many rows as `elements` allows at a time, and the merge, a loop over chunks, runs once for every row
-    and head."""
+    together along a leading row axis: each row's bounds are those it gets alone. The rows go in blocks, each
+    block's chunks in pieces (cut), within `values` float64 values (default: budget.working_values()); a block's
+    bounds are gathered on the device and copied to the host once at the end. Without `partials` a row's bounds
+    leave out m, l and o (a kernel that hides them)."""
     xp = reference_module() if xp is None else xp
     grids = [chunk_grid(first, pos, chunk) for _, _, _, first, pos, _ in rows]
     if len({g.shape[0] for g in grids}) != 1:
         raise ValueError("replay_rows takes rows with the same number of chunks")
     hq, d = np.asarray(rows[0][0]).shape
-    hk = np.asarray(rows[0][1]).shape[1]
-    nch = grids[0].shape[0]
     how = ORDERS[order].of(kernel)
     if chains != 1 and how.runs:
         raise ValueError(f"merge chains belong to an online merge (sum_order: online_mma), given: {chains} "
                          f"chains with sum_order: {order}")
-    size = max(1, elements // (nch * d * max(chunk, STEP * group)))  # a k-step's terms: [R, G, nch, 16, D]
-    copies = SharedCopies(xp)
-    parts = [_chunk_sums(rows[i:i + size], grids[i:i + size], scale, group, hk, copies, how, p_round, grouping)
-             for i in range(0, len(rows), size)]
-    m, l_lo, l_hi, o_lo, o_hi = (xp.concatenate([part[j] for part in parts]) for j in range(5))  # [R, Hq, ...]
-    if how.runs:
-        y_lo, y_hi = _merge(m, l_lo, l_hi, o_lo, o_hi, how.runs)
-    else:
-        c0 = np.array([first // chunk for _, _, _, first, _, _ in rows])
-        chain = (c0[:, None] + np.arange(nch)) % chains  # each row's chunks' chains at absolute positions
-        y_lo, y_hi = _merge_online(m, l_lo, l_hi, o_lo, o_hi, xp.asarray(chain[:, None, :]), chains)
-    top = m.max(axis=-1)  # the row's largest score: the online merge's final M, exact
-    found = [{} for _ in rows]
-    for name, lo, hi in (("m", m, m), ("l", l_lo, l_hi), ("o", o_lo, o_hi), ("out", y_lo, y_hi), ("row_m", top, top)):
-        lo, hi = to_host(lo), to_host(hi)
-        for r, f in enumerate(found):
-            f[name] = (lo[r], hi[r])
-    return found
+    nch = grids[0].shape[0]
+    size, piece = cut(len(rows), nch, hq, group, d, chunk, not how.runs, working_values() if values is None else values)
+    plan = Replay(scale, chunk, group, how, p_round, grouping, chains, SharedCopies(xp))
+    found = Gathered(xp, len(rows), hq, d, nch, partials)
+    for i in range(0, len(rows), size):
+        plan.block(rows[i:i + size], grids[i:i + size], piece, found, i)
+    return found.rows()
+
+
+class Gathered:
+    """Every row's bounds on the device in fp32 (each one an fp32 value: exact), filled a block at a time and copied
+    to the host once: out [R, Hq, D], row_m [R, Hq] and, with partials, m and l [R, Hq, nch] and o [R, Hq, nch, D]."""
+
+    def __init__(self, xp, n: int, hq: int, d: int, nch: int, partials: bool):
+        shapes = {"out": (n, hq, d), "row_m": (n, hq)}
+        if partials:
+            shapes.update(m=(n, hq, nch), l=(n, hq, nch), o=(n, hq, nch, d))
+        self.ends = {name: (xp.empty(shape, xp.float32),) if name in ("m", "row_m") else
+                     (xp.empty(shape, xp.float32), xp.empty(shape, xp.float32)) for name, shape in shapes.items()}
+
+    def put(self, name: str, rows: slice, chunks: slice | None, *ends) -> None:
+        """Rows (and chunks) of an output's ends (one for m and row_m, else lo and hi)."""
+        if name in self.ends:
+            at = (rows,) if chunks is None else (rows, slice(None), chunks)
+            for target, value in zip(self.ends[name], ends):
+                target[at] = value
+
+    def rows(self) -> list[dict]:
+        """{name: (lo, hi)} per row as float64 host arrays."""
+        host = {name: [to_host(a).astype(np.float64) for a in ends] for name, ends in self.ends.items()}
+        n = len(host["out"][0])
+        return [{name: (ends[0][r], ends[-1][r]) for name, ends in host.items()} for r in range(n)]
+
+
+@dataclass
+class Replay:
+    """How a replay_rows call replays: its order and the float64 copies its rows share."""
+
+    scale: float
+    chunk: int
+    group: int
+    how: Order
+    p_round: str
+    grouping: str
+    chains: int
+    copies: "SharedCopies"
+
+    def block(self, rows: list[tuple], grids: list[np.ndarray], piece: int, found: Gathered, first: int) -> None:
+        """A block of rows: its chunk sums a piece of chunks at a time, merged (online: folded in piece by piece),
+        its bounds put in `found` from row `first`."""
+        xp = self.copies.xp
+        hq, d = np.asarray(rows[0][0]).shape
+        nch, at = grids[0].shape[0], slice(first, first + len(rows))
+        kept = None if not self.how.runs else (xp.empty((len(rows), hq, nch)), xp.empty((len(rows), hq, nch)),
+                                                 xp.empty((len(rows), hq, nch)), xp.empty((len(rows), hq, nch, d)),
+                                                 xp.empty((len(rows), hq, nch, d)))
+        c0 = np.array([first_key // self.chunk for _, _, _, first_key, _, _ in rows])
+        states, top = None, None
+        for c in range(0, nch, piece):
+            part = slice(c, min(nch, c + piece))
+            m, l_lo, l_hi, o_lo, o_hi = _chunk_sums(rows, [g[part] for g in grids], self)
+            found.put("m", at, part, m)
+            found.put("l", at, part, l_lo, l_hi)
+            found.put("o", at, part, o_lo, o_hi)
+            top = m.max(axis=-1) if top is None else xp.maximum(top, m.max(axis=-1))
+            if kept is not None:
+                for target, value in zip(kept, (m, l_lo, l_hi, o_lo, o_hi)):
+                    target[:, :, part] = value
+            else:
+                chain = (c0[:, None] + np.arange(part.start, part.stop)) % self.chains  # chains at absolute positions
+                states = _fold_online(states, m, l_lo, l_hi, o_lo, o_hi, xp.asarray(chain[:, None, :]), self.chains)
+        y_lo, y_hi = _merge(*kept, self.how.runs) if kept is not None else _finish_online(states)
+        found.put("out", at, None, y_lo, y_hi)
+        found.put("row_m", at, None, top)  # the row's largest score: the online merge's final M, exact
 
 
 class SharedCopies:
-    """float64 copies in xp of rows' q, k and v: arrays that view one host buffer (a sequence's keys, cut at each
-    row) share one copy of it, made on first use, of which each is a slice."""
+    """Copies in xp of rows' q, k and v: arrays that view one host buffer (a sequence's keys, cut at each row)
+    share one copy of it, made on first use, of which each is a slice; float64, or as given (bf16 bits: a quarter
+    of the bytes) where a replay converts what it gathers."""
 
     def __init__(self, xp):
-        self.xp, self.copies = xp, {}
+        self.xp, self.copies, self.given = xp, {}, {}
 
     def float64(self, a):
         """a as float64 values in xp (a view of its buffer's copy where a is rows of it)."""
@@ -151,6 +230,15 @@ class SharedCopies:
         if key not in self.copies:
             self.copies[key] = (base, as_float64(to_device(base, self.xp)))  # the buffer kept: its id stays its own
         return self.copies[key][1][first:first + len(a)]
+
+    def rows_of(self, a):
+        """(a's buffer in xp as given, a's first row in it): one copy per buffer."""
+        a = np.asarray(a)
+        base, first = _rows_of(a)
+        key = id(base)
+        if key not in self.given:
+            self.given[key] = (base, to_device(base, self.xp))
+        return self.given[key][1], first
 
 
 def _rows_of(a: np.ndarray) -> tuple[np.ndarray, int]:
@@ -167,41 +255,75 @@ def _rows_of(a: np.ndarray) -> tuple[np.ndarray, int]:
     return base, first
 
 
-def _chunk_sums(rows: list[tuple], grids: list[np.ndarray], scale: float, group: int, hk: int,
-                copies: SharedCopies, how: "Order", p_round: str, grouping: str) -> tuple:
+def _gathered_values(rows: list[tuple], grids: list[np.ndarray], g: int, copies: SharedCopies):
+    """[R, nch, C, D] float64 values of the grids' keys (key 0 off a row's keys) of key head g: one gather per
+    buffer the rows view, converted to float64 once."""
+    xp = copies.xp
+    by_buffer: dict[int, list[int]] = {}
+    where = []
+    for r, (row, grid) in enumerate(zip(rows, grids)):
+        buffer, first = copies.rows_of(row[2])
+        by_buffer.setdefault(id(buffer), []).append(r)
+        where.append((buffer, first + np.maximum(grid, 0)))
+    parts = []
+    for members in by_buffer.values():
+        buffer = where[members[0]][0]
+        idx = xp.asarray(np.stack([where[r][1] for r in members]))
+        parts.append((members, buffer[:, g, :][idx]))
+    if len(parts) == 1:
+        return as_float64(parts[0][1])
+    out = xp.empty((len(rows),) + parts[0][1].shape[1:], parts[0][1].dtype)
+    for members, got in parts:
+        out[xp.asarray(members)] = got
+    return as_float64(out)
+
+
+def _gathered_scores(rows: list[tuple], grids: list[np.ndarray], at: slice, replay: Replay):
+    """[R, G, nch, C] scores of the grids' keys for the query heads `at`: the rows' own (gathered on the host,
+    copied once), or replayed over each row's keys of these chunks."""
+    xp = replay.copies.xp
+    if all(row[5] is not None for row in rows):
+        return to_device(np.stack([row[5][at][:, np.maximum(grid, 0)] for row, grid in zip(rows, grids)]), xp)
+    found = []
+    for (q, k, _, _, _, scores), grid in zip(rows, grids):
+        lo, hi = int(grid[grid >= 0].min()), int(grid.max())
+        if scores is None:
+            keys, first = replay.copies.rows_of(k)
+            kk = as_float64(keys[first + lo:first + hi + 1, at.start // replay.group, :])
+            s = replay_scores(replay.copies.float64(q)[at], kk, replay.scale, xp, replay.grouping)
+        else:
+            s = to_device(np.ascontiguousarray(scores[at, lo:hi + 1]), xp)
+        found.append(s[:, xp.asarray(np.maximum(grid - lo, 0))])
+    return xp.stack(found)
+
+
+def _chunk_sums(rows: list[tuple], grids: list[np.ndarray], replay: Replay) -> tuple:
     """Each row's chunk maxima and the intervals of l_c and o_c in the declared order: m, l_lo, l_hi [R, Hq, nch]
     and o_lo, o_hi [R, Hq, nch, D] of xp."""
-    xp = copies.xp
+    xp, how, group = replay.copies.xp, replay.how, replay.group
+    hq, d = np.asarray(rows[0][0]).shape
     on = xp.asarray(np.stack([g >= 0 for g in grids]))  # [R, nch, C]
-    kg_n = how.key_groups
     lane_sums = _quad_sums if how.lanes == "quad" else _lane_sums
-    heads = []
-    for g in range(hk):
+    shape = (len(rows), hq, grids[0].shape[0])
+    sums = tuple(xp.empty(shape) for _ in range(3)) + tuple(xp.empty(shape + (d,)) for _ in range(2))
+    for g in range(hq // group):
         at = slice(g * group, (g + 1) * group)
-        s_rows, v_rows = [], []
-        for (q, k, v, _, _, scores), grid in zip(rows, grids):
-            idx = xp.asarray(np.maximum(grid, 0))
-            kk = copies.float64(k)[:, g, :]
-            if scores is None:
-                s = replay_scores(copies.float64(q)[at], kk, scale, xp, grouping)
-            else:
-                s = to_device(np.ascontiguousarray(scores[at]), xp)  # [G, n] exact fp32
-            s_rows.append(s[:, idx])
-            v_rows.append(copies.float64(v)[:, g, :][idx])
-        sg = xp.where(on[:, None], xp.stack(s_rows), -xp.inf)  # [R, G, nch, C]
+        sg = xp.where(on[:, None], _gathered_scores(rows, grids, at, replay), -xp.inf)  # [R, G, nch, C]
         m = sg.max(axis=-1)
         with np.errstate(invalid="ignore"):
             x = xp.where(on[:, None], (sg - m[..., None]).astype(xp.float32).astype(xp.float64), -xp.inf)
+        del sg
         p_lo, p_hi = exp_interval(x)
-        if p_round == "bf16":
+        if replay.p_round == "bf16":
             p_lo, p_hi = round_to(p_lo, "bf16"), round_to(p_hi, "bf16")
-        vg = xp.where(on[..., None], xp.stack(v_rows), 0.0)  # [R, nch, C, D]
-        if kg_n:
-            o_lo, o_hi = _group_chains(p_lo, p_hi, vg, kg_n)
+        vg = xp.where(on[..., None], _gathered_values(rows, grids, g, replay.copies), 0.0)  # [R, nch, C, D]
+        if how.key_groups:
+            o_lo, o_hi = _group_chains(p_lo, p_hi, vg, how.key_groups)
         else:
-            o_lo, o_hi = _mma_steps(p_lo, p_hi, vg, parts=pv_parts(p_round))
-        heads.append((m, lane_sums(p_lo), lane_sums(p_hi), o_lo, o_hi))
-    return tuple(xp.concatenate([h[j] for h in heads], axis=1) for j in range(5))
+            o_lo, o_hi = _mma_steps(p_lo, p_hi, vg, parts=pv_parts(replay.p_round))
+        for target, value in zip(sums, (m, lane_sums(p_lo), lane_sums(p_hi), o_lo, o_hi)):
+            target[:, at] = value
+    return sums
 
 
 def _lane_sums(p: np.ndarray) -> np.ndarray:
@@ -292,25 +414,42 @@ def _merge_online(m, l_lo, l_hi, o_lo, o_hi, chain=None, chains: int = 1):
     A chain's M_k is exact (the largest of its m_c) and its L_k and O_k are intervals; the step is monotone in l_c
     and o_c as it is in L and O, so the chain merge carries the intervals on as the chunk merge does.
     """
-    if chains == 1:
-        return _quotient(*_online_steps(m, l_lo, l_hi, o_lo, o_hi))
+    return _finish_online(_fold_online(None, m, l_lo, l_hi, o_lo, o_hi, chain, chains))
+
+
+def _fold_online(states, m, l_lo, l_hi, o_lo, o_hi, chain=None, chains: int = 1) -> list:
+    """Each chain's online state (M, L, O: _online_steps) after the chunks given, from `states` (None: before the
+    first chunk); chunks come in pieces in chunk order, and a piece at a time folds in as the whole would."""
     xp = array_module(m)
-    states = []
-    for k in range(chains):
+    states = states or [None] * chains
+    if chains == 1:
+        return [_online_steps(m, l_lo, l_hi, o_lo, o_hi, states[0])]
+    found = []
+    for k, state in enumerate(states):
         mine = xp.broadcast_to(xp.asarray(chain) == k, m.shape)
-        part = (xp.where(mine, m, -xp.inf), xp.where(mine, l_lo, 0.0), xp.where(mine, l_hi, 0.0),
-                xp.where(mine[..., None], o_lo, 0.0), xp.where(mine[..., None], o_hi, 0.0))
-        states.append((part[0].max(axis=-1, keepdims=True),) + _online_steps(*part))
-    tops, l_small, l_big = (xp.concatenate([s[j] for s in states], axis=-1) for j in (0, 1, 3))  # [..., chains]
-    o_small, o_big = (xp.stack([s[j] for s in states], axis=-2) for j in (2, 4))  # [..., chains, D]
-    return _quotient(*_online_steps(tops, l_small, l_big, o_small, o_big))
+        found.append(_online_steps(xp.where(mine, m, -xp.inf), xp.where(mine, l_lo, 0.0), xp.where(mine, l_hi, 0.0),
+                                   xp.where(mine[..., None], o_lo, 0.0), xp.where(mine[..., None], o_hi, 0.0), state))
+    return found
 
 
-def _online_steps(m, l_lo, l_hi, o_lo, o_hi):
-    """The online merge's ends of L [..., 1] and O [..., D] as (l_small, o_small, l_big, o_big), from M = -inf,
-    L = O = 0 in chunk order: per chunk M' = max(M, m_c), a = expf(RN(M - M')), b = expf(RN(m_c - M')),
-    L = fma(l_c, b, RN(L a)), O = fma(o_c, b, RN(O a)), M = M'. m and l [..., nch], o [..., nch, D]; a chunk with
-    m_c = -inf (unseen: l_c = o_c = 0) leaves the state as it is.
+def _finish_online(states: list):
+    """out bounds from the chains' states: one chain's L and O, or the chains merged in chain order as chunks."""
+    if len(states) == 1:
+        _, big_l, big_o = states[0]
+        return _quotient(big_l[0], big_o[0], big_l[1], big_o[1])
+    xp = array_module(states[0][0])
+    tops, l_small, l_big = (xp.concatenate([s[j][i] if j else s[0] for s in states], axis=-1)
+                            for j, i in ((0, 0), (1, 0), (1, 1)))  # [..., chains]
+    o_small, o_big = (xp.stack([s[2][i] for s in states], axis=-2) for i in (0, 1))  # [..., chains, D]
+    _, big_l, big_o = _online_steps(tops, l_small, l_big, o_small, o_big)
+    return _quotient(big_l[0], big_o[0], big_l[1], big_o[1])
+
+
+def _online_steps(m, l_lo, l_hi, o_lo, o_hi, state=None):
+    """The online merge's state (M [..., 1], [L_lo, L_hi] [..., 1], [O_lo, O_hi] [..., D]) after the chunks given
+    in chunk order, from `state` (None: M = -inf, L = O = 0): per chunk M' = max(M, m_c), a = expf(RN(M - M')),
+    b = expf(RN(m_c - M')), L = fma(l_c, b, RN(L a)), O = fma(o_c, b, RN(O a)), M = M'. m and l [..., nch], o [...,
+    nch, D]; a chunk with m_c = -inf (unseen: l_c = o_c = 0) leaves the state as it is.
 
     Every m_c is exact, so a and b are expf of exact arguments (exactly 1 at 0, exactly 0 at -inf: the first
     chunk's a, an unseen chunk's b). L and O are carried as intervals: each step is monotone in L, O, l_c and o_c,
@@ -319,15 +458,18 @@ def _online_steps(m, l_lo, l_hi, o_lo, o_hi):
     exact in float64.
     """
     xp = array_module(m)
+    if state is None:
+        state = (xp.full(m.shape[:-1] + (1,), -xp.inf), [xp.zeros(m.shape[:-1] + (1,)) for _ in range(2)],
+                 [xp.zeros(o_lo.shape[:-2] + o_lo.shape[-1:]) for _ in range(2)])
+    top, big_l, big_o = state[0], list(state[1]), list(state[2])
     running = m.copy()  # M after each chunk: the running maximum, exact
+    running[..., 0] = xp.maximum(top[..., 0], m[..., 0])
     for c in range(1, m.shape[-1]):
         running[..., c] = xp.maximum(running[..., c - 1], m[..., c])
-    before = xp.concatenate([xp.full(m.shape[:-1] + (1,), -xp.inf), running[..., :-1]], axis=-1)
+    before = xp.concatenate([top, running[..., :-1]], axis=-1)
     with np.errstate(invalid="ignore"):  # -inf - -inf before the first seen chunk: a and b are 0 there (L = O = 0)
         a = exp_interval(xp.where(xp.isneginf(before), -xp.inf, rn32(before - running)))  # RN in float64 is RN32
         b = exp_interval(xp.where(xp.isneginf(m), -xp.inf, rn32(m - running)))
-    big_l = [xp.zeros(m.shape[:-1] + (1,)) for _ in range(2)]  # [lower, upper]
-    big_o = [xp.zeros(o_lo.shape[:-2] + o_lo.shape[-1:]) for _ in range(2)]
     for c in range(m.shape[-1]):
         a_c, b_c = (a[0][..., c:c + 1], a[1][..., c:c + 1]), (b[0][..., c:c + 1], b[1][..., c:c + 1])
         for end, (l_c, o_c) in enumerate(((l_lo, o_lo), (l_hi, o_hi))):
@@ -337,7 +479,7 @@ def _online_steps(m, l_lo, l_hi, o_lo, o_hi):
             b_at = xp.where((oc >= 0) == lower, b_c[0], b_c[1])
             a_at = xp.where((acc >= 0) == lower, a_c[0], a_c[1])
             big_o[end] = fma32(oc, b_at, rn32(acc * a_at))
-    return big_l[0], big_o[0], big_l[1], big_o[1]
+    return running[..., -1:], big_l, big_o
 
 
 def _quotient(l_small, o_small, l_big, o_big):

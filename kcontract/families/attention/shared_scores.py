@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from kcontract.families.attention.bounds import as_float64, score_sums
+from kcontract.families.attention.budget import working_values
 from kcontract.numerics.xp import reference_module, to_device, to_host
 
-ELEMENTS = 1 << 24  # scores formed per block: rows x query heads of one key head x keys
+SHARE = 8  # a block's scores (rows x query heads of one key head x keys) take this part of the working budget
 
 
 def shared_scores(q: np.ndarray, k: np.ndarray, spans: list[tuple[int, int]], scale: float, xp=None,
@@ -22,14 +23,14 @@ def shared_scores(q: np.ndarray, k: np.ndarray, spans: list[tuple[int, int]], sc
     group = hq // hk
     found = [np.empty((hq, hi - lo + 1)) for lo, hi in spans]
     order = sorted(range(rows), key=lambda r: spans[r])
-    i = 0
+    elements, i = working_values() // SHARE, 0
     while i < rows:
         block = [order[i]]
         lo, hi = spans[order[i]]
         while i + len(block) < rows:
             nxt = order[i + len(block)]
             wider = (min(lo, spans[nxt][0]), max(hi, spans[nxt][1]))
-            if (len(block) + 1) * group * (wider[1] - wider[0] + 1) > ELEMENTS:
+            if (len(block) + 1) * group * (wider[1] - wider[0] + 1) > elements:
                 break
             block.append(nxt)
             lo, hi = wider
