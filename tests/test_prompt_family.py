@@ -193,10 +193,11 @@ def test_head_dim_512_refuses_image_spans_and_a_window_by_name(tmp_path, templat
 
 def test_one_shared_replay_gives_every_row_the_bounds_of_its_own(monkeypatch):
     import kcontract.families.attention.shared_scores as shared
+    from kcontract.families.attention import budget
     from kcontract.families.attention.prompt import with_shared_scores
     from kcontract.families.attention.reference import call_reference
 
-    monkeypatch.setattr(shared, "ELEMENTS", 4000)  # several blocks of rows
+    monkeypatch.setattr(budget, "WORKING_BYTES", 4000 * shared.SHARE * 8)  # blocks of 4000 scores: several
     spec = PromptSpec.model_validate({
         "shape": {"head_dim": 64, "q_heads": 4, "kv_heads": 2},
         "arithmetic": {"score": "mma_bf16", "score_order": "replay"},

@@ -9,3 +9,14 @@ WORKING_BYTES = 2 << 30  # float64 working arrays at once: blocks of rows and pi
 def working_values() -> int:
     """float64 values the budget holds (WORKING_BYTES read at each call)."""
     return WORKING_BYTES // 8
+
+
+def replay_device_bytes(rows: int, q_heads: int, head_dim: int, keys: int, chunk: int, partials: bool,
+                        key_bytes: int) -> int:
+    """Device bytes a replay of `rows` rows of up to `keys` keys holds at most: the working budget, every row's
+    bounds gathered in fp32 (out's ends and row_m; with `partials`, m, l's ends and o's ends of every chunk), and
+    `key_bytes` of keys copied as given."""
+    per_row = q_heads * (2 * head_dim + 1)
+    if partials:
+        per_row += q_heads * (keys // chunk + 2) * (2 * head_dim + 3)
+    return WORKING_BYTES + rows * per_row * 4 + key_bytes

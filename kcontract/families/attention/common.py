@@ -72,15 +72,13 @@ class WindowAttention(Family):
         """The replay's working budget (budget.WORKING_BYTES), the bounds it gathers in fp32 for a call's rows (the
         partials too where they are checked), and its copies of the longest keys as given (bf16 bits, k and v, for
         each sequence a call holds)."""
-        from kcontract.families.attention.budget import WORKING_BYTES
+        from kcontract.families.attention.budget import replay_device_bytes
 
         shape, a = self.spec.shape, self.spec.arithmetic
-        hq, d, keys = shape.q_heads, shape.head_dim, self.longest_keys(case)
-        per_row = hq * (2 * d + 1)  # out's ends and row_m
-        if a.partials == "checked":
-            per_row += hq * (keys // a.chunk + 2) * (2 * d + 3)  # m, l's ends and o's ends of every chunk
-        copies = self.gate1_sequences(case) * keys * shape.kv_heads * d * 2 * 2
-        return WORKING_BYTES + self.gate1_rows(case) * per_row * 4 + copies
+        keys = self.longest_keys(case)
+        copies = self.gate1_sequences(case) * keys * shape.kv_heads * shape.head_dim * 2 * 2
+        return replay_device_bytes(self.gate1_rows(case), shape.q_heads, shape.head_dim, keys, a.chunk,
+                                   a.partials == "checked", copies)
 
     def gate1_rows(self, case: str) -> int:
         """Rows a gate-1 call of the case replays at most."""

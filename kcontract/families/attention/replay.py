@@ -115,9 +115,10 @@ def kept_values(hq: int, d: int, online: bool) -> int:
 def cut(n: int, nch: int, hq: int, group: int, d: int, chunk: int, online: bool, values: int) -> tuple[int, int]:
     """(rows, chunks): a block's rows (of n), merged together, and a piece's chunks, whose sums form together, so
     the block's kept sums and a piece's working arrays fit `values` float64 values (a row's kept sums alone may
-    not): as many rows as fit, so the merge's loop over chunks runs for as few blocks as it can."""
+    not). Kept sums take at most half of it, so pieces stay long; an online merge keeps none, so its block is as
+    many rows as a chunk's sums fit, and the merge's loop over chunks runs for as few blocks as it can."""
     per_row, unit = nch * kept_values(hq, d, online), sum_values(hq, group, d, chunk)
-    rows = min(n, max(1, values // (per_row + unit)))
+    rows = min(n, max(1, min(values // (2 * per_row), values // (per_row + unit)) if per_row else values // unit))
     return rows, min(nch, max(1, (values - rows * per_row) // (rows * unit)))
 
 
