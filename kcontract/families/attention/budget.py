@@ -4,11 +4,12 @@ working arrays a replay or a score replay holds at once, whatever the rows, keys
 from __future__ import annotations
 
 WORKING_BYTES = 2 << 30  # float64 working arrays at once: blocks of rows and pieces of chunks are cut to fit
+HOST_WORKING_BYTES = 8 << 20  # on numpy, at most this: blocks that stay in cache, their temporaries reused
 
 
-def working_values() -> int:
-    """float64 values the budget holds (WORKING_BYTES read at each call)."""
-    return WORKING_BYTES // 8
+def working_values(on_host: bool = False) -> int:
+    """float64 values the budget holds (read at each call); `on_host`: numpy's, smaller."""
+    return (min(WORKING_BYTES, HOST_WORKING_BYTES) if on_host else WORKING_BYTES) // 8
 
 
 def replay_device_bytes(rows: int, q_heads: int, head_dim: int, keys: int, chunk: int, partials: bool,

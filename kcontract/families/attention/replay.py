@@ -127,9 +127,9 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
                 values: int | None = None, kernel: dict[str, int] | None = None, partials: bool = True) -> list[dict]:
     """replay_row for rows (q, k, v, first, pos, scores or None) with the same number of chunks, replayed
     together along a leading row axis: each row's bounds are those it gets alone. The rows go in blocks, each
-    block's chunks in pieces (cut), within `values` float64 values (default: budget.working_values()); a block's
-    bounds are gathered on the device and copied to the host once at the end. Without `partials` a row's bounds
-    leave out m, l and o (a kernel that hides them)."""
+    block's chunks in pieces (cut), within `values` float64 values (default: budget.working_values(), numpy's on
+    the host); a block's bounds are gathered on the device and copied to the host once at the end. Without
+    `partials` a row's bounds leave out m, l and o (a kernel that hides them)."""
     xp = reference_module() if xp is None else xp
     grids = [chunk_grid(first, pos, chunk) for _, _, _, first, pos, _ in rows]
     if len({g.shape[0] for g in grids}) != 1:
@@ -140,7 +140,8 @@ def replay_rows(rows: list[tuple], scale: float, chunk: int, group: int, xp=None
         raise ValueError(f"merge chains belong to an online merge (sum_order: online_mma), given: {chains} "
                          f"chains with sum_order: {order}")
     nch = grids[0].shape[0]
-    size, piece = cut(len(rows), nch, hq, group, d, chunk, not how.runs, working_values() if values is None else values)
+    values = working_values(xp is np) if values is None else values
+    size, piece = cut(len(rows), nch, hq, group, d, chunk, not how.runs, values)
     plan = Replay(scale, chunk, group, how, p_round, grouping, chains, SharedCopies(xp))
     found = Gathered(xp, len(rows), hq, d, nch, partials)
     for i in range(0, len(rows), size):
