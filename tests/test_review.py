@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from kcontract.receipts.receipt import Receipt
-from kcontract.review.abba import BASE, HEAD, SCHEDULE, Rounds
+from kcontract.review.abba import BASE, HEAD, PLACEBO, SCHEDULE, Rounds
 from kcontract.review.changes import Changes, EntryKernel, changes
 from kcontract.review.markdown import SECTIONS
 from kcontract.review.speed import FASTER, SLOWER, TOO_SLOW, UNCHANGED, Settings, judged
@@ -22,26 +22,26 @@ from tests.helpers.toolchain import toolchain
 TIMED = Changes(changed={"round": "machine code changed on sm_90"}, callers={"scale": "kernels/k.cu"})
 
 
-def test_each_round_times_base_head_head_base_per_call():
+def test_each_round_times_base_placebo_head_head_placebo_base_per_call():
     clock = FakeClock()
     time_entries(TIMED, clock, Settings(rounds=2))
-    assert SCHEDULE == (BASE, HEAD, HEAD, BASE)
+    assert SCHEDULE == (BASE, PLACEBO, HEAD, HEAD, PLACEBO, BASE)
     first = [side for entry, label, side in clock.slots if (entry, label) == ("round", CALLS[0][0])]
-    assert first == [BASE, HEAD, HEAD, BASE] * 2
-    assert [(e, label) for e, label, _ in clock.slots[::8]] == [("round", "n1024"), ("round", "n65536"),
-                                                                ("scale", "n1024"), ("scale", "n65536")]
+    assert first == list(SCHEDULE) * 2
+    assert [(e, label) for e, label, _ in clock.slots[::12]] == [("round", "n1024"), ("round", "n65536"),
+                                                                 ("scale", "n1024"), ("scale", "n65536")]
 
 
 def test_a_warming_gpu_cancels_out_of_abba_and_widens_the_noise_floor():
-    """Times that grow with every slot timed (3 % a slot) change nothing ABBA: both sides sit at the same mean
-    slot. Timed A A B B instead, the head would read about 5.6 % slower with 2.9 % of noise, and fail."""
+    """Times that grow with every slot timed (3 % a slot) change nothing A P B B P A: every side sits at the same
+    mean slot. Timed A A B B instead, the head would read about 5.6 % slower with 2.9 % of noise, and fail."""
     drift = 0.03
     speeds = time_entries(TIMED, FakeClock(drift=drift), Settings(rounds=2, max_slower=2.0))
     assert [s.verdict for s in speeds] == [UNCHANGED] * 4
     assert all(s.change_pct == pytest.approx(0.0, abs=1e-9) for s in speeds)
-    first = speeds[0]  # its A slots of round one are slots 0 and 3 of the whole run
-    assert first.noise_pct == pytest.approx(100 * 3 * drift / (1 + 1.5 * drift))
-    assert first.slots[BASE][0] == pytest.approx([10.0, 10.0 * (1 + 3 * drift)])
+    first = speeds[0]  # its A slots of round one are slots 0 and 5 of the whole run
+    assert first.noise_pct == pytest.approx(100 * 5 * drift / (1 + 2.5 * drift))
+    assert first.slots[BASE][0] == pytest.approx([10.0, 10.0 * (1 + 5 * drift)])
 
 
 def test_a_slowdown_beyond_the_noise_and_the_limit_fails_and_names_the_call():
@@ -51,6 +51,16 @@ def test_a_slowdown_beyond_the_noise_and_the_limit_fails_and_names_the_call():
     assert slow.verdict == TOO_SLOW and slow.fails and slow.role == "caller"
     assert 3.0 < slow.change_pct < 7.0 and slow.noise_pct <= 1.0
     assert {s.verdict for s in speeds if s.entry == "round"} == {UNCHANGED}
+
+
+def test_a_build_that_reads_slower_only_for_being_loaded_again_is_unchanged():
+    """The head and the placebo (the base's build loaded again, its inputs elsewhere) both read 4 % slower: the
+    placebo shows that much is loading, not the change."""
+    speeds = time_entries(TIMED, FakeClock(reloaded=4.0), Settings(max_slower=2.0))
+    assert {s.verdict for s in speeds} == {UNCHANGED}
+    assert all(s.change_pct == pytest.approx(4.0) and s.noise_pct == pytest.approx(4.0) for s in speeds)
+    slowed = time_entries(TIMED, FakeClock(reloaded=4.0, slower={"round": 7.0}), Settings(max_slower=2.0))
+    assert {s.verdict for s in slowed if s.entry == "round"} == {TOO_SLOW}
 
 
 @pytest.mark.parametrize("a, b, verdict", [

@@ -1,6 +1,7 @@
 """Both builds of a call on one GPU: the base revision's kernel and the head's, each loaded from its own build,
-their calls made by each side's family at the same sizes and paired by label and size, inputs drawn with the same
-seed; a slot times one side as `bench` times a call (CUDA events, L2 flushed between, the median of `repeat`)."""
+and the base's loaded a second time (the placebo), their calls made by each side's family at the same sizes and
+paired by label and size, each side's inputs its own, drawn with the same seed; a slot times one side as `bench`
+times a call (CUDA events, L2 flushed between, the median of `repeat`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Iterator
 from kcontract.bench.call import materialise
 from kcontract.bench.timing import Timer
 from kcontract.errors import KContractError
-from kcontract.review.abba import BASE, HEAD
+from kcontract.review.abba import BASE, HEAD, PLACEBO
 from kcontract.review.timing import TimedCall
 
 SEED = 0  # the inputs' seed, the same for both sides
@@ -64,32 +65,32 @@ class PairClock:
             return None
 
     def calls(self, entry: str) -> Iterator[TimedCall]:
-        """The head entry's calls, each with its inputs made for both sides while it is timed."""
+        """The head entry's calls, each with its inputs made for every side while it is timed."""
         head = _side(self.head, self.head.entry(entry), self.head_builds, self.sm)
         base = self._base_side(entry)
+        placebo = self._base_side(entry) if base is not None else None
         try:
             for key, call in head.calls.items():
-                other = base.calls.get(key) if base is not None else None
-                yield from self._timed(head, call, base, other)
+                others = {}
+                if base is not None and placebo is not None and key in base.calls:
+                    others = {BASE: (base.launcher, base.calls[key]), PLACEBO: (placebo.launcher, placebo.calls[key])}
+                yield from self._timed({HEAD: (head.launcher, call), **others}, call)
         finally:
-            for side in (head, base):
+            for side in (head, base, placebo):
                 if side is not None:
                     side.launcher.close()
 
-    def _timed(self, head: _Side, call, base: _Side | None, other) -> Iterator[TimedCall]:
-        """One call with its inputs on the device for the time it is timed."""
+    def _timed(self, runs: dict[str, tuple], call) -> Iterator[TimedCall]:
+        """One call with every side's inputs on the device for the time it is timed."""
         with self.timer.stream:
-            values = {HEAD: materialise(self.cp, call, SEED)}
-            if other is not None:
-                values[BASE] = materialise(self.cp, other, SEED)
+            values = {side: materialise(self.cp, made, SEED) for side, (_, made) in runs.items()}
         self.timer.stream.synchronize()
-        runs = {HEAD: (head.launcher, call), BASE: (base.launcher, other) if other is not None else None}
 
         def slot(side: str) -> float:
             launcher, made = runs[side]
             return self.timer.events(lambda s: launcher.launch_steps(made.launches, values[side], s, made.label),
                                      self.repeat)
 
-        yield TimedCall(call.label, call.size_text, slot, other is not None)
+        yield TimedCall(call.label, call.size_text, slot, BASE in runs)
         del values
         self.cp.get_default_memory_pool().free_all_blocks()

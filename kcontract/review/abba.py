@@ -1,15 +1,16 @@
-"""The ABBA schedule: per round, one call's base build (A) and head build (B) are timed A B B A, so a GPU whose
-speed drifts linearly over the round weighs on both sides alike; the two A slots of a round give the noise."""
+"""The ABBA schedule: per round, one call's base build (A), head build (B) and placebo (P: the base's build loaded
+again, with its own copy of the inputs) are timed A P B B P A, so a GPU whose speed drifts linearly over the round
+weighs on every side alike; the pairs of slots of one side, and the placebo against A, give the noise."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
 
-BASE, HEAD = "base", "head"
-SCHEDULE = (BASE, HEAD, HEAD, BASE)  # one round's slots, in the order they are timed
+BASE, HEAD, PLACEBO = "base", "head", "placebo"
+SCHEDULE = (BASE, PLACEBO, HEAD, HEAD, PLACEBO, BASE)  # one round's slots, in the order they are timed
 
-Slot = Callable[[str], float]  # times one slot of one call on a side (BASE or HEAD): microseconds
+Slot = Callable[[str], float]  # times one slot of one call on a side (BASE, HEAD or PLACEBO): microseconds
 
 
 @dataclass
@@ -18,21 +19,26 @@ class Rounds:
 
     base: list[list[float]] = field(default_factory=list)
     head: list[list[float]] = field(default_factory=list)
+    placebo: list[list[float]] = field(default_factory=list)
+
+    def sides(self) -> dict[str, list[list[float]]]:
+        """Each side's slot times per round."""
+        return {BASE: self.base, HEAD: self.head, PLACEBO: self.placebo}
 
     def of(self, side: str) -> list[float]:
         """Every slot time of one side."""
-        return [t for times in (self.base if side == BASE else self.head) for t in times]
+        return [t for times in self.sides()[side] for t in times]
 
 
 def abba(slot: Slot, rounds: int) -> Rounds:
     """`rounds` rounds of the schedule, each slot timed by `slot` in turn."""
     taken = Rounds()
     for _ in range(rounds):
-        times: dict[str, list[float]] = {BASE: [], HEAD: []}
+        times: dict[str, list[float]] = {side: [] for side in SCHEDULE}
         for side in SCHEDULE:
             times[side].append(slot(side))
-        taken.base.append(times[BASE])
-        taken.head.append(times[HEAD])
+        for side, kept in taken.sides().items():
+            kept.append(times[side])
     return taken
 
 

@@ -24,7 +24,7 @@ def speed_caption(review: Review, calls: list[CallSpeed]) -> str:
     """How the calls were timed, and the noise floor they were judged against."""
     s = review.settings
     floor = noise_floor(calls)
-    noise = f"; noise floor (A against A) {floor:.1f} %" if floor is not None else ""
+    noise = f"; noise floor (A against A, B against B, and A loaded again) {floor:.1f} %" if floor is not None else ""
     return (f"ABBA x{s.rounds} against {review.base.short}, one process on one GPU; GPU µs, each slot a median of "
             f"{s.repeat} CUDA-event timings with L2 flushed, sides the medians of their slots{noise}; a call fails "
             f"{s.max_slower:g} % slower beyond its noise")

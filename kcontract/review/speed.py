@@ -1,13 +1,13 @@
-"""A timed call judged: base and head as the medians of their slots, the change in percent, the noise floor from A
-against A and B against B, and the verdict: unchanged within the noise, faster, slower, or slower beyond the limit
-(the review fails)."""
+"""A timed call judged: base and head as the medians of their slots, the change in percent, the noise floor (A
+against A, B against B, P against P, and the placebo P, the base loaded again, against A), and the verdict:
+unchanged within the noise, faster, slower, or slower beyond the limit (the review fails)."""
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
 
-from kcontract.review.abba import BASE, HEAD, Rounds
+from kcontract.review.abba import BASE, HEAD, PLACEBO, Rounds
 
 UNCHANGED, FASTER, SLOWER, TOO_SLOW, NEW = "unchanged", "faster", "slower", "too slow", "new"
 CHANGED, CALLER = "changed", "caller"  # why a call is timed: its entry's kernel changed, or it shares the source
@@ -50,10 +50,14 @@ class CallSpeed:
 
 
 def noise_pct(rounds: Rounds) -> float:
-    """The noise floor: the largest difference between two slots of one build in a round (its A slots, or its B
-    slots), in percent of their mean."""
-    pairs = rounds.base + rounds.head
+    """The noise floor, in percent: the largest spread between two slots of one side in a round (of their mean),
+    and the placebo's median against the base's: what timing one build twice, or loading it again with its inputs
+    elsewhere, changes."""
+    pairs = [a for times in rounds.sides().values() for a in times]
     spreads = [100.0 * (max(a) - min(a)) / statistics.fmean(a) for a in pairs if len(a) > 1 and min(a) > 0]
+    base, placebo = rounds.of(BASE), rounds.of(PLACEBO)
+    if base and placebo and statistics.median(base) > 0:
+        spreads.append(100.0 * abs(statistics.median(placebo) / statistics.median(base) - 1.0))
     return max(spreads, default=0.0)
 
 
@@ -73,7 +77,7 @@ def judged(entry: str, call: str, size: str, role: str, rounds: Rounds, max_slow
     change = 100.0 * (head - base) / base if base > 0 else 0.0
     noise = noise_pct(rounds)
     return CallSpeed(entry, call, size, role, head, base, change, noise, verdict(change, noise, max_slower),
-                     {BASE: rounds.base, HEAD: rounds.head})
+                     rounds.sides())
 
 
 def new_call(entry: str, call: str, size: str, role: str, rounds: Rounds) -> CallSpeed:

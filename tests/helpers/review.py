@@ -11,7 +11,6 @@ a slowdown of the head's build of chosen entries, noise, and a drift with every 
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Iterator
 from click.testing import CliRunner
 
 from kcontract.cli import cli
-from kcontract.review.abba import HEAD
+from kcontract.review.abba import BASE, HEAD
 from kcontract.review.timing import TimedCall
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,18 +98,17 @@ def pull_request(repo: Path, cache: Path) -> tuple[str, str]:
 @dataclass
 class FakeClock:
     """Times calls without a GPU: `CALLS` for every entry, each side's time its base time, the head's slowed by
-    `slower` percent for the entries named, times (1 + drift x the slots timed so far), times (1 + a noise drawn
-    from +-noise percent); entries in `new` have no base build."""
+    `slower` percent for the entries named, a build loaded second (the head and the placebo) by `reloaded` percent,
+    times (1 + drift x the slots timed so far), times (1 +- noise percent, the sign turning with every slot, so each
+    side's two slots of a round differ by twice that); entries in `new` have no base build."""
 
     slower: dict[str, float] = field(default_factory=dict)
+    reloaded: float = 0.0
     noise: float = 0.0
     drift: float = 0.0
     new: set[str] = field(default_factory=set)
     slots: list[tuple[str, str, str]] = field(default_factory=list)  # (entry, call, side) in the order timed
     notes: list[str] = field(default_factory=list)
-
-    def __post_init__(self):
-        self.random = random.Random(5)
 
     def calls(self, entry: str) -> Iterator[TimedCall]:
         for label, size, us in CALLS:
@@ -121,7 +119,9 @@ class FakeClock:
             warmed = 1 + self.drift * len(self.slots)
             self.slots.append((entry, label, side))
             slowed = 1 + self.slower.get(entry, 0.0) / 100 if side == HEAD else 1.0
-            return us * slowed * warmed * (1 + self.random.uniform(-self.noise, self.noise) / 100)
+            moved = 1 + self.reloaded / 100 if side != BASE else 1.0
+            jitter = self.noise if len(self.slots) % 2 else -self.noise
+            return us * slowed * moved * warmed * (1 + jitter / 100)
 
         return slot
 
