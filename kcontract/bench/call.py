@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from kcontract.problem import BenchCall
 
 
@@ -21,3 +23,13 @@ def materialise(cupy, call: BenchCall, copy: int) -> dict:
     values |= {name: cupy.asarray(array) for name, array in call.fixed_inputs.items()}
     values |= {name: poisoned(cupy, spec) for name, spec in call.outputs.items()}
     return values | dict(call.scalars)
+
+
+def same_buffers(call: BenchCall, other: BenchCall) -> bool:
+    """Both calls' buffers would hold the same values: the same random input shapes and RMS, fixed inputs, outputs
+    and scalars (so one set of buffers serves both)."""
+    fixed = call.fixed_inputs.keys() == other.fixed_inputs.keys() and all(
+        np.array_equal(v, other.fixed_inputs[k]) and np.asarray(v).dtype == np.asarray(other.fixed_inputs[k]).dtype
+        for k, v in call.fixed_inputs.items())
+    return (fixed and call.random_inputs == other.random_inputs and call.outputs == other.outputs
+            and call.scalars == other.scalars)

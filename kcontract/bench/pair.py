@@ -1,14 +1,15 @@
 """Both builds of a call on one GPU: the base revision's kernel and the head's, each loaded from its own build,
 and the base's loaded a second time (the placebo), their calls made by each side's family at the same sizes and
-paired by label and size, each side's inputs its own, drawn with the same seed; a slot times one side as `bench`
-times a call (CUDA events, L2 flushed between, the median of `repeat`)."""
+paired by label and size, every side on one set of buffers where their calls agree on them (else each its own,
+drawn with the same seed); a slot times one side as `bench` times a call (CUDA events, L2 flushed between, the
+median of `repeat`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterator
 
-from kcontract.bench.call import materialise
+from kcontract.bench.call import materialise, same_buffers
 from kcontract.bench.timing import Timer
 from kcontract.errors import KContractError
 from kcontract.review.abba import BASE, HEAD, PLACEBO
@@ -81,9 +82,12 @@ class PairClock:
                     side.launcher.close()
 
     def _timed(self, runs: dict[str, tuple], call) -> Iterator[TimedCall]:
-        """One call with every side's inputs on the device for the time it is timed."""
+        """One call with its buffers on the device for the time it is timed."""
         with self.timer.stream:
-            values = {side: materialise(self.cp, made, SEED) for side, (_, made) in runs.items()}
+            values = {HEAD: materialise(self.cp, call, SEED)}
+            for side, (_, made) in runs.items():
+                if side != HEAD:
+                    values[side] = values[HEAD] if same_buffers(call, made) else materialise(self.cp, made, SEED)
         self.timer.stream.synchronize()
 
         def slot(side: str) -> float:
