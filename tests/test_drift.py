@@ -28,13 +28,13 @@ def test_fp32_decode_drift_is_found_at_the_first_mm_and_its_entry_goes_red_then_
     assert "first differing op: #6 aten.mm in layers.0.attn.qkv" in done.stdout
     assert "reaches the output: yes" in done.stdout
     assert all(len(line) <= 200 for line in done.stdout.splitlines())
-    cache = {"KCONTRACT_CACHE": str(tmp_path / "cache")}
-    red = kcontract("run", "--contract", str(contract), "--jobs", "1", env=cache)
+    in_process = {"KCONTRACT_CACHE": str(tmp_path / "cache"), "KCONTRACT_IN_PROCESS": "1"}  # torch is imported here
+    red = kcontract_here("run", "--contract", str(contract), "--jobs", "1", env=in_process)
     no_traceback(red)
     assert red.returncode == 1 and "gate 2 order independence: FAIL" in red.stdout, red.stdout + red.stderr
     assert "worst: case m1_k1024_n1536" in red.stdout + red.stderr
     contract.write_text(contract.read_text().replace(":torch_op", ":row_by_row"))
-    green = kcontract("run", "--contract", str(contract), "--jobs", "1", env=cache)
+    green = kcontract_here("run", "--contract", str(contract), "--jobs", "1", env=in_process)
     assert green.returncode == 0 and "1 kernels: 1 pass gates 1 and 2" in green.stdout, green.stdout + green.stderr
 
 
