@@ -15,7 +15,7 @@ from kcontract.families.attention.spec import ROW_CHUNK, Arithmetic
 from kcontract.numerics import expected_bounds, rn_bits
 from tests.doubles.decode import f32_of_bf16
 from tests.doubles.math_softmax import attend
-from tests.helpers.cli import kcontract, no_traceback
+from tests.helpers.cli import kcontract, kcontract_in_process, no_traceback
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = "tests/contracts/per_key.yaml"
@@ -90,7 +90,7 @@ def test_what_cannot_be_declared_is_refused_naming_what_is_missing(fields, missi
 
 
 def test_the_unfused_double_passes_and_its_controls_go_red():
-    done = kcontract("run", "--contract", CONTRACT, "--jobs", "2")
+    done = kcontract_in_process("run", "--contract", CONTRACT, "--jobs", "2")
     no_traceback(done)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == (
