@@ -4,6 +4,7 @@ benchmark calls."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any, Callable
 
 import numpy as np
@@ -178,7 +179,7 @@ class InvarianceSet:
     case: str
     base: Problem
     outputs: tuple[str, ...]  # outputs compared, first axis is the row
-    variants: list[Variant]
+    variants: Iterable[Variant]  # built one at a time as the gate asks for it (iterated once)
     axes: tuple[str, ...] = ("row",)  # coordinate names of an output's axes, for reports
     # order probes: how many of the plausible orders of a sum the set's inputs tell apart, of how many, and the
     # names of those another order matches (the family replays them); None where the set holds no probes

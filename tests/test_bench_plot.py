@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli import ROOT, kcontract, no_traceback
+from tests.helpers.cli import ROOT, kcontract, kcontract_here, no_traceback
 
 pytest.importorskip("matplotlib", reason="--plot needs matplotlib: pip install 'kcontract[plot]'")
 
@@ -17,7 +17,7 @@ pytest.importorskip("matplotlib", reason="--plot needs matplotlib: pip install '
 def drawn(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """The repository receipt's bench rows drawn once for this module's tests: the command's result and its folder."""
     folder = tmp_path_factory.mktemp("drawn") / "plots"
-    return kcontract("bench", "--plot", str(folder), "--from-receipt", "receipts/contract-h200.json"), folder
+    return kcontract_here("bench", "--plot", str(folder), "--from-receipt", "receipts/contract-h200.json"), folder
 
 
 def test_a_receipts_bench_rows_become_one_svg_per_family(drawn):
@@ -53,7 +53,7 @@ def test_the_binding_limit_and_the_peers_rate_come_from_the_row():
 def test_bad_plot_requests_are_one_line_and_exit_2(tmp_path, args, said):
     (tmp_path / "empty.json").write_text(json.dumps({"kind": "kcontract-run", "format": 2, "bench": []}))
     args = [a.replace("PLOTS", str(tmp_path / "p")).replace("EMPTY", str(tmp_path / "empty.json")) for a in args]
-    done = kcontract("bench", *args, cwd=ROOT)
+    done = kcontract_here("bench", *args)
     no_traceback(done)
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(errors) == 1 and said in errors[0], done.stderr
@@ -64,15 +64,15 @@ def test_receipt_show_links_the_rooflines_beside_it_and_names_stale_ones(tmp_pat
     data = json.loads((ROOT / "receipts/contract-h200.json").read_text())
     data["bench"] = [r for r in data["bench"] if r["entry"].startswith("rmsnorm")]
     receipt.write_text(json.dumps(data))
-    drawn = kcontract("bench", "--plot", str(tmp_path / "contract-h200.plots"), "--from-receipt", str(receipt))
+    drawn = kcontract_here("bench", "--plot", str(tmp_path / "contract-h200.plots"), "--from-receipt", str(receipt))
     assert drawn.returncode == 0, drawn.stdout + drawn.stderr
-    shown = kcontract("receipt", "show", str(receipt))
+    shown = kcontract_here("receipt", "show", str(receipt))
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "![rmsnorm](" in shown.stdout and "contract-h200.plots/rmsnorm.svg)" in shown.stdout
     assert "drawn from other bench rows" not in shown.stdout
     data["bench"][0]["us"] *= 2  # measured again, not drawn again
     receipt.write_text(json.dumps(data))
-    stale = " ".join(kcontract("receipt", "show", str(receipt)).stdout.split())
+    stale = " ".join(kcontract_here("receipt", "show", str(receipt)).stdout.split())
     said = (f"rmsnorm.svg drawn from other bench rows than these: draw them again with `kcontract bench "
             f"--from-receipt {receipt} --plot {tmp_path / 'contract-h200.plots'}`")
     assert said in stale
@@ -82,7 +82,7 @@ def test_the_same_rows_draw_the_same_file_stamped_with_their_digest(drawn, tmp_p
     from kcontract.receipts.plots import drawn_from, rows_digest
 
     data = json.loads((ROOT / "receipts/contract-h200.json").read_text())
-    first, plots = drawn
+    first, plots = drawn  # drawn in this process, again by the console script: the file is no process's
     again = kcontract("bench", "--plot", str(tmp_path / "b"), "--from-receipt", "receipts/contract-h200.json")
     for done in (first, again):
         assert done.returncode == 0, done.stdout + done.stderr

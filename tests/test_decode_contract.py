@@ -10,7 +10,7 @@ import pytest
 
 from kcontract.contract.loader import load_contract
 from kcontract.errors import ContractError
-from tests.helpers.cli import kcontract
+from tests.helpers.cli import kcontract_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = ROOT / "contract.yaml"
@@ -64,7 +64,7 @@ def test_every_symbol_is_filled_from_the_shape():
 
 
 def test_launch_records_run_as_gate_5_without_a_gpu(repository_checked):
-    proc = kcontract("run", "--gate", "5", "--jobs", "2", timeout=600)
+    proc = kcontract_in_process("run", "--gate", "5", "--jobs", "2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     loaded = load_contract(str(CONTRACT))
     for entry in loaded.entries:  # every symbol on every target SM

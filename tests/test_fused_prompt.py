@@ -6,10 +6,7 @@ dims, and contradicting declarations are refused by name."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -31,6 +28,7 @@ from kcontract.numerics.tensorcore import kstep
 from kcontract.numerics import round_to, rn_bits
 from kcontract.gatetable import Suite
 from tests.doubles.prompt_fused import attend_tile, online_merge, quad_sums
+from tests.helpers.cli import kcontract_in_process
 from tests.helpers.decode_rows import bf16_row
 from tests.oracles.fp32 import fma32_exact, rn32_exact
 
@@ -43,10 +41,8 @@ SUMMARY = ("SUMMARY 4 kernels: 4 pass gates 1-4, 0 fail, 0 known findings; 4 con
 
 def test_the_fused_cpu_contract_passes_and_every_control_is_red_where_planted(tmp_path):
     report = tmp_path / "run.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KCONTRACT_IN_PROCESS")}
-    proc = subprocess.run([sys.executable, "-m", "kcontract", "run", "--contract", "tests/contracts/fused.yaml",
-                           "--jobs", "2", "--json", str(report)], cwd=ROOT, env=env | {"COLUMNS": "200"},
-                          capture_output=True, text=True, timeout=900)
+    proc = kcontract_in_process("run", "--contract", "tests/contracts/fused.yaml", "--jobs", "2", "--json",
+                                str(report), env={"COLUMNS": "200"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert SUMMARY in proc.stdout, proc.stdout[-3000:]
     for entry in ("np_fused_d128_g2_p32", "np_fused_d64_g2_bf16_sliding", "np_fused_d64_g2_bf16_sliding_chains2",

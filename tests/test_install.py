@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.pip_env import fresh_venv, pip, pip_started, resolved, resolving
+from tests.helpers.pip_env import fresh_venv, pip, pip_started, resolved, resolving, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_CU130 = ["cuda-toolkit[nvrtc,cudart]==13.0.2", "cuda-bindings>=13.0.3,<14"]  # what torch 2.11+cu130 requires
@@ -72,10 +72,9 @@ def built(tmp_path_factory, source, resolver) -> str:
 def install_started(tmp_path_factory, source):
     """A fresh environment, and kcontract's install into it beside torch's CUDA 13 toolkit, started."""
     python = fresh_venv(tmp_path_factory.mktemp("installed") / "venv")
-    started = pip_started(python, "install", "--quiet", *TORCH_CU130, "-e", str(source))
+    started = pip_started(python, "install", "--quiet", "--no-compile", *TORCH_CU130, "-e", str(source))
     yield python, started
-    started.kill()  # where a test ended before waiting for it
-    started.communicate()
+    stop(started)
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +88,8 @@ def resolutions_started(tmp_path_factory, built, resolver):
     started = {name: (resolving(resolver, folder / f"{name}.json", *requirements), folder / f"{name}.json")
                for name, requirements in asks.items()}
     yield started
-    for proc, _ in started.values():  # where a test ended before waiting for them
-        proc.kill()
-        proc.communicate()
+    for proc, _ in started.values():
+        stop(proc)
 
 
 @pytest.fixture(scope="module")

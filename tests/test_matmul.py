@@ -12,7 +12,7 @@ from kcontract.families.matmul.reference import ranges
 from kcontract.families.matmul.spec import Arithmetic
 from kcontract.numerics import expected_bounds, round_to
 from tests.oracles.mma_model import chain
-from tests.helpers.cli import kcontract, no_traceback
+from tests.helpers.cli import kcontract_in_process, no_traceback
 
 CONTRACT = "tests/contracts/matmul.yaml"
 
@@ -89,7 +89,7 @@ def test_integer_rows_are_decided_exactly():
 
 
 def test_the_numpy_double_passes_and_its_faults_go_red():
-    done = kcontract("run", "--contract", CONTRACT, "--jobs", "2")
+    done = kcontract_in_process("run", "--contract", CONTRACT, "--jobs", "2")
     no_traceback(done)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == (

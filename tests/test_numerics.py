@@ -92,6 +92,8 @@ def test_round_vectorised_matches_numpy():
             want = x.astype(cast).astype(np.float64)
             assert same(round_to(x, name), want)
             assert same(rounding._round_bits(x, fmt(name)), want)  # the bits path bf16 takes, held to the casts
+            grid = x.reshape(500, 600).T  # blocks of a strided array keep its shape and order
+            assert same(rounding._round_bits(grid, fmt(name)), want.reshape(500, 600).T)
 
 
 @pytest.mark.parametrize("name", ["bf16", "fp16", "fp32"])

@@ -15,7 +15,7 @@ from kcontract.families.attention.spec import ROW_CHUNK, Arithmetic
 from kcontract.numerics import expected_bounds, rn_bits
 from tests.doubles.decode import f32_of_bf16
 from tests.doubles.math_softmax import attend
-from tests.helpers.cli import kcontract, no_traceback
+from tests.helpers.cli import kcontract_in_process, no_traceback
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = "tests/contracts/per_key.yaml"
@@ -90,7 +90,7 @@ def test_what_cannot_be_declared_is_refused_naming_what_is_missing(fields, missi
 
 
 def test_the_unfused_double_passes_and_its_controls_go_red():
-    done = kcontract("run", "--contract", CONTRACT, "--jobs", "2")
+    done = kcontract_in_process("run", "--contract", CONTRACT, "--jobs", "2")
     no_traceback(done)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == (
@@ -105,8 +105,8 @@ def test_declared_with_one_division_after_the_sums_the_unfused_double_is_red_at_
     contract = tmp_path / "after_sum.yaml"
     contract.write_text(text.split("controls:")[0])
     (tmp_path / "tests").symlink_to(ROOT / "tests")
-    done = kcontract("run", "--contract", str(contract), "--only", "np_math_d256_g2", "--gate", "4", "--jobs", "1",
-                     cwd=tmp_path)
+    done = kcontract_in_process("run", "--contract", str(contract), "--only", "np_math_d256_g2", "--gate", "4",
+                                "--jobs", "1")
     no_traceback(done)
     assert done.returncode == 1
     assert "mirror-B" in done.stderr and "(decided)" in done.stderr

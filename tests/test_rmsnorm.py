@@ -11,7 +11,7 @@ from kcontract.families.rmsnorm.family import edge_rows, realistic_rows
 from kcontract.families.rmsnorm.reference import residual_sum, row_ranges
 from kcontract.families.rmsnorm.spec import Arithmetic
 from kcontract.numerics import expected_bounds, round_to
-from tests.helpers.cli import kcontract, no_traceback
+from tests.helpers.cli import kcontract_in_process, no_traceback
 
 CONTRACT = "tests/contracts/rmsnorm.yaml"
 
@@ -51,7 +51,7 @@ def test_every_fp32_order_lies_in_the_range(seed, hidden, residual):
 
 
 def test_the_numpy_double_passes_and_its_faults_go_red():
-    done = kcontract("run", "--contract", CONTRACT, "--jobs", "2")
+    done = kcontract_in_process("run", "--contract", CONTRACT, "--jobs", "2")
     no_traceback(done)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == (

@@ -11,9 +11,8 @@ import pytest
 
 from kcontract.receipts.receipt import Receipt
 from kcontract.report.receipt import receipt_markdown
-from tests.helpers.cli import kcontract, no_traceback
+from tests.helpers.cli import kcontract_in_process, no_traceback
 
-ROOT = Path(__file__).resolve().parents[1]
 CPU = "tests/contracts/cpu.yaml"
 FIELDS = ("passed", "checked", "decided", "bit_equal", "within", "failures")
 
@@ -47,7 +46,7 @@ def stale_receipt(cpu_contract_run, tmp_path) -> tuple[Path, dict]:
 
 def test_run_stale_reruns_only_what_is_not_current_and_equals_a_whole_run(stale_receipt):
     path, whole = stale_receipt
-    done = kcontract("run", "--contract", CPU, "--jobs", "2", "--stale", "--receipt", str(path))
+    done = kcontract_in_process("run", "--contract", CPU, "--jobs", "2", "--stale", "--receipt", str(path))
     no_traceback(done)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     plan = next(line for line in done.stderr.splitlines() if line.startswith("--stale:"))
@@ -66,7 +65,7 @@ def test_run_stale_reruns_only_what_is_not_current_and_equals_a_whole_run(stale_
     stale_run = refreshed["runs"][1]["id"]
     rerun = {r["task"]["name"] for r in refreshed["entries"] + refreshed["controls"] if r["ran"]["run"] == stale_run}
     assert rerun == {"np_decode_d512_g16", "np_truncated_output", "np_order_dependent_merge"}
-    again = kcontract("run", "--contract", CPU, "--stale", "--receipt", str(path))
+    again = kcontract_in_process("run", "--contract", CPU, "--stale", "--receipt", str(path))
     assert again.returncode == 0 and again.stdout.splitlines()[-1] == f"{whole['summary']} (re-ran 0 of 25 rows)"
     assert "--stale: re-running 0 of 25 rows: every row is current" in again.stderr
 
@@ -78,7 +77,7 @@ def test_run_stale_reruns_only_what_is_not_current_and_equals_a_whole_run(stale_
     (("--stale", "--shard", "1/2", "--receipt", "r.json"), "--stale picks the rows itself"),
 ])
 def test_stale_options_that_cannot_go_together_are_one_line_and_exit_2(args, why, tmp_path):
-    done = kcontract("run", "--contract", CPU, *args, cwd=ROOT)
+    done = kcontract_in_process("run", "--contract", CPU, *args)
     lines = done.stderr.splitlines()
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"ERROR: {why}"), done.stderr
 
@@ -86,11 +85,11 @@ def test_stale_options_that_cannot_go_together_are_one_line_and_exit_2(args, why
 def test_stale_refuses_an_earlier_receipt_and_a_file_that_is_no_receipt(tmp_path):
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"kind": "kcontract-run", "contract": "cpu.yaml", "entries": []}))
-    done = kcontract("run", "--contract", CPU, "--stale", "--receipt", str(earlier))
+    done = kcontract_in_process("run", "--contract", CPU, "--stale", "--receipt", str(earlier))
     assert done.returncode == 2
     assert done.stderr.strip() == (f"ERROR: --receipt {earlier}: a receipt of the earlier whole-contract form: "
                                    f"turn it into rows with `kcontract receipt upgrade {earlier}` first")
     other = tmp_path / "other.json"
     other.write_text("[1, 2]")
-    done = kcontract("run", "--contract", CPU, "--stale", "--receipt", str(other))
+    done = kcontract_in_process("run", "--contract", CPU, "--stale", "--receipt", str(other))
     assert done.returncode == 2 and "not a kcontract receipt" in done.stderr

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from kcontract.receipts.receipt import Receipt
 from kcontract.receipts.schema import KIND
 from kcontract.receipts.write import run_receipt
 from kcontract.session.plan import Selection, plan_tasks
+from tests.helpers.cli import kcontract_in_process
 from tests.helpers.receipts import passing_document
 from kcontract.session.shard import (
     Shard,
@@ -32,11 +31,6 @@ from kcontract.session.shard import (
 ROOT = Path(__file__).resolve().parents[1]
 CPU = ROOT / "tests" / "contracts" / "cpu.yaml"
 FIELDS = ("passed", "checked", "decided", "bit_equal", "within", "failures")
-
-
-def kcontract(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcontract", *args], cwd=ROOT, capture_output=True, text=True,
-                          check=False)
 
 
 def invoke(*args: str):
@@ -52,7 +46,8 @@ def receipts(tmp_path_factory, cpu_contract_run) -> dict[str, Path]:
     whole = cpu_contract_run.proc
     assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
     for name, extra in (("a", ("--shard", "1/2")), ("b", ("--shard", "2/2"))):
-        done = kcontract("run", "--contract", str(CPU), "--jobs", "2", "--receipt", str(paths[name]), *extra)
+        done = kcontract_in_process("run", "--contract", str(CPU), "--jobs", "2", "--receipt", str(paths[name]),
+                                    *extra)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     done = invoke("receipt", "merge", "--contract", str(CPU), str(paths["a"]), str(paths["b"]), "-o",
                   str(paths["merged"]))

@@ -56,9 +56,25 @@ def round_to(x, fmt: str | Format) -> np.ndarray:
     return _round_bits(x, f)
 
 
+BLOCK = 1 << 18  # elements rounded at a time on numpy: the temporaries stay in the allocator's reach (no bits change)
+
+
 def _round_bits(x, f: Format) -> np.ndarray:
     """round_to on the float64 bits: RN-even in the normal range, on the bottom exponent's grid below it (zeros
-    round to themselves); NaN, infinities and overflow looked at only where the largest magnitude calls for it."""
+    round to themselves); NaN, infinities and overflow looked at only where the largest magnitude calls for it.
+    Large numpy arrays go a block at a time, so that no temporary is a fresh mapping the kernel must fault in."""
+    xp = array_module(x)
+    if xp is np and x.size > BLOCK:
+        flat = x.reshape(-1)
+        out = np.empty(flat.shape, np.float64)
+        for lo in range(0, flat.size, BLOCK):
+            out[lo:lo + BLOCK] = _round_block(flat[lo:lo + BLOCK], f)
+        return out.reshape(x.shape)
+    return _round_block(x, f)
+
+
+def _round_block(x, f: Format) -> np.ndarray:
+    """_round_bits of arrays of any size."""
     xp = array_module(x)
     a = xp.abs(x)
     r = _rint_bits(xp.asarray(x, order="C"), f)

@@ -50,6 +50,13 @@ def kcontract_here(*args: str, env: dict | None = None) -> subprocess.CompletedP
                                            stderr.getvalue().decode())
 
 
+def kcontract_in_process(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`kcontract_here` with the run's tasks in this process too (KCONTRACT_IN_PROCESS=1): for runs whose point is
+    what the gates find, not the console script's or its workers' processes (tests/test_installed.py holds those),
+    without a new interpreter's start-up and imports for the command and each worker."""
+    return kcontract_here(*args, env={"KCONTRACT_IN_PROCESS": "1", **(env or {})})
+
+
 def no_traceback(proc: subprocess.CompletedProcess) -> None:
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
 

@@ -105,7 +105,7 @@ class Matmul(Family):
 
         variants = batch_variants(len(inputs["a"]), FILLERS, build, self.batch_sizes())
         return InvarianceSet(case, self._problem(f"{case}/{title}base", inputs), ("out",),
-                             [replace(v, label=title + v.label) for v in variants], axes=("row",), orders=orders)
+                             (replace(v, label=title + v.label) for v in variants), axes=("row",), orders=orders)
 
     def batch_sizes(self) -> tuple[int, ...]:
         """Batches of every size the kernel's row tiling treats differently: a few rows; of each scheduled tile

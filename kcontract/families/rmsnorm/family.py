@@ -108,7 +108,7 @@ class RMSNorm(Family):
         outputs = ("out", "h_out") if self.spec.form == "residual" else ("out",)
         variants = batch_variants(len(inputs["x"]), FILLERS, build)
         return InvarianceSet(case, self._problem(f"{case}/{title}base", inputs), outputs,
-                             [replace(v, label=title + v.label) for v in variants], axes=("row",), orders=orders)
+                             (replace(v, label=title + v.label) for v in variants), axes=("row",), orders=orders)
 
     def bench_calls(self, sizes: dict[str, tuple[int, ...]]) -> list:
         from kcontract.families.rmsnorm.bench import rmsnorm_call
