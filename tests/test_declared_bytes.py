@@ -7,8 +7,9 @@ from pathlib import Path
 
 from kcontract.contract.loader import load_contract
 from kcontract.profiling import MB, measuring, tracking_gpu_live
-from kcontract.receipts.durations import gate_live_bytes
+from kcontract.receipts.durations import gate_live_bytes, gate_seconds
 from kcontract.receipts.receipt import Receipt
+from kcontract.receipts.rows import computed_nothing, with_cold_measures
 from kcontract.session.plan import HELD_ROOM, HELD_SLACK, Selection, declared_as_held, plan_tasks
 from tests.helpers.fake_cupy import memory_hooks
 
@@ -70,3 +71,37 @@ def test_a_task_that_held_more_than_its_estimate_declares_more():
     huge = {("entry", t.name, g): 40 << 30 for t in tasks for g in t.gates}
     assert all(t.device_bytes > 40 << 30 > before.device_bytes
                for t, before in zip(declared_as_held(tasks, huge), tasks))
+
+
+COLD = {"inputs": {"hit": 1, "miss": 3}, "references": {"hit": 0, "miss": 4}}
+WARM = {"inputs": {"hit": 4, "miss": 0}, "references": {"hit": 4, "miss": 0}}
+
+
+def _gate(seconds: float, live: float, stores: dict) -> dict:
+    return {"seconds": seconds, "profile": {"live_gpu_mb": live, **stores}}
+
+
+def test_a_warm_gate_plans_by_the_measures_of_the_run_that_computed_its_references():
+    cold = {"task": {"kind": "entry", "name": "a"}, "ran": {"device": "gpu"},
+            "gates": {"1": _gate(60.0, 4096.0, COLD), "2": _gate(20.0, 900.0, WARM)}}
+    warm = with_cold_measures({"task": {"kind": "entry", "name": "a"}, "ran": {"device": "gpu"},
+                               "gates": {"1": _gate(0.5, 69.0, WARM), "2": _gate(19.0, 880.0, WARM)}}, cold)
+    assert warm["gates"]["1"]["cold"] == {"seconds": 60.0, "live_gpu_mb": 4096.0}
+    assert "cold" not in warm["gates"]["2"]  # the earlier row was warm too and carried nothing: the estimate holds
+    receipt = _receipt([warm])
+    assert gate_live_bytes(receipt, "gpu") == {("entry", "a", 1): 4096 * MB}
+    assert gate_seconds(receipt, "gpu") == {("entry", "a", 1): 60.0}
+    again = with_cold_measures({"task": {"kind": "entry", "name": "a"}, "ran": {"device": "gpu"},
+                                "gates": {"1": _gate(0.4, 70.0, WARM)}}, warm)
+    assert again["gates"]["1"]["cold"] == {"seconds": 60.0, "live_gpu_mb": 4096.0}  # carried on through warm runs
+    fresh = with_cold_measures({"task": {"kind": "entry", "name": "a"}, "ran": {"device": "gpu"},
+                                "gates": {"1": _gate(40.0, 3000.0, COLD)}}, again)
+    assert "cold" not in fresh["gates"]["1"] and gate_live_bytes(_receipt([fresh]), "gpu") == {
+        ("entry", "a", 1): 3000 * MB}
+
+
+def test_a_gate_that_took_nothing_from_a_cache_is_not_warm():
+    assert not computed_nothing({"inputs": {"hit": 0, "miss": 0}, "references": {"hit": 0, "miss": 0}})
+    assert not computed_nothing({"inputs": {"hit": 0, "off": 2}})
+    assert not computed_nothing({})
+    assert computed_nothing({"inputs": {"hit": 2, "miss": 0}})

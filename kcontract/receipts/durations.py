@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kcontract.receipts.receipt import Receipt, ReceiptError
+from kcontract.receipts.rows import cold_measures
 from kcontract.receipts.schema import KINDS, RECEIPTS_DIR
 
 GateKey = tuple[str, str, int]  # (task kind, entry or control name, gate)
@@ -59,18 +60,22 @@ def _gate_results(receipt: Receipt | None, device: str):
                 yield (kind, row["task"].get("name", ""), int(number)), result
 
 
+def _measure(result: dict, name: str):
+    """A gate's measure `name` ("seconds" or "live_gpu_mb") from the last run that computed its inputs and
+    references (rows.cold_measures), or None."""
+    value = (cold_measures(result) or {}).get(name)
+    return value if isinstance(value, (int, float)) and value >= 0 else None
+
+
 def gate_seconds(receipt: Receipt | None, device: str) -> dict[GateKey, float]:
-    """Seconds per (kind, name, gate) of the rows that ran on `device` ("gpu" or "cpu")."""
-    return {key: float(result["seconds"]) for key, result in _gate_results(receipt, device)
-            if isinstance(result.get("seconds"), (int, float))}
+    """Seconds per (kind, name, gate) of the rows that ran on `device` ("gpu" or "cpu"), as a cold run takes
+    them."""
+    found = {key: _measure(result, "seconds") for key, result in _gate_results(receipt, device)}
+    return {key: float(value) for key, value in found.items() if value is not None}
 
 
 def gate_live_bytes(receipt: Receipt | None, device: str) -> dict[GateKey, int]:
-    """Device bytes per (kind, name, gate) that the rows that ran on `device` held at most at once (their gates'
-    `live_gpu_mb`, where the receipt has it)."""
-    found = {}
-    for key, result in _gate_results(receipt, device):
-        live = (result.get("profile") or {}).get("live_gpu_mb") if isinstance(result.get("profile"), dict) else None
-        if isinstance(live, (int, float)) and live >= 0:
-            found[key] = int(live * (1 << 20))
-    return found
+    """Device bytes per (kind, name, gate) that the rows that ran on `device` held at most at once as a cold run
+    holds them (their gates' `live_gpu_mb`, where the receipt has it)."""
+    found = {key: _measure(result, "live_gpu_mb") for key, result in _gate_results(receipt, device)}
+    return {key: int(value * (1 << 20)) for key, value in found.items() if value is not None}

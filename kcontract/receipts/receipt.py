@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kcontract.atomicfile import write_atomic
 from kcontract.errors import UsageError
-from kcontract.receipts.rows import merged_rows, now, rows_summary
+from kcontract.receipts.rows import kept_runs, merged_rows, now, rows_summary
 from kcontract.receipts.schema import CONTAINERS, FORMAT, KIND, KINDS, LISTS, RUN_FACTS, lock_of, row_key
 
 GIVE = "give a receipt `kcontract run --receipt` wrote"
@@ -219,12 +219,12 @@ class Receipt:
 
     def put_rows(self, loaded, rows: dict[tuple[str, str], dict], runs: list[dict], *, notes: Iterable[str] = (),
                  covers: dict | None = None, created: str | None = None) -> Receipt:
-        """These rows (in the contract's order, as rows.merged_rows gives them), the runs that still own a row, the
-        last run's facts and the SUMMARY of every row."""
+        """These rows (in the contract's order, as rows.merged_rows gives them), the runs that still own a row or
+        time the whole contract (rows.kept_runs), the last run's facts and the SUMMARY of every row."""
         notes = list(notes)
         owners = {row.get("ran", {}).get("run") for row in rows.values()}
-        runs = [run for run in runs if run["id"] in owners]
-        last = runs[-1] if runs else {}
+        runs = kept_runs(runs, owners)
+        last = next((run for run in reversed(runs) if run["id"] in owners), {})
         summary = rows_summary(loaded, rows, notes)
         whole = {"entries": len(loaded.entries), "controls": len(loaded.controls),
                  "partial": bool((covers or {}).get("shard"))}

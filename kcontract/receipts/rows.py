@@ -29,6 +29,21 @@ def run_id(run: dict) -> str:
     return hashlib.sha256(json.dumps(run, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def cache_state(run: dict) -> str:
+    """"warm" where a run took every input and reference from the cache, else "cold"."""
+    stores = [run.get("inputs"), run.get("references")]
+    warm = all(isinstance(s, dict) and s.get("cache") == "warm" for s in stores)
+    return "warm" if warm else "cold"
+
+
+def kept_runs(runs: list[dict], owners: set) -> list[dict]:
+    """The runs that own a row, and the newest whole-contract run per device and cache state (its wall seconds are
+    the tool's speed), in the order given."""
+    newest = {(run.get("device"), cache_state(run)): run["id"] for run in runs if run.get("mode") == "whole"}
+    keep = owners | set(newest.values())
+    return [run for run in runs if run["id"] in keep]
+
+
 def ran_of(run: dict) -> dict:
     """What each row of a run records of where and how it ran."""
     env = run.get("environment") or {}
@@ -46,6 +61,37 @@ def make_row(loaded, outcome: dict, run: dict) -> dict:
     ran = ran_of(run) | {k: kernel[k] for k in ("sm", "toolchain") if kernel.get(k)}
     return {**outcome, "depends": row_depends(loaded, kind, name), "checker": row_checker(loaded, kind, name),
             "ran": ran}
+
+
+def computed_nothing(profile: dict) -> bool:
+    """Whether a gate took its inputs and references from the cache and computed none of them (a warm gate)."""
+    stores = [profile.get(what) for what in ("inputs", "references")]
+    counts = [s for s in stores if isinstance(s, dict)]
+    took = sum(s.get("hit", 0) for s in counts)
+    computed = sum(s.get("miss", 0) + s.get("off", 0) + s.get("rebuilt", 0) for s in counts)
+    return bool(counts) and took > 0 and computed == 0
+
+
+def cold_measures(result: dict) -> dict | None:
+    """What a gate took and held the last time it computed its inputs and references (seconds, live_gpu_mb):
+    its own where it computed them, else those it carries (`cold`), else None."""
+    profile = result.get("profile") if isinstance(result.get("profile"), dict) else {}
+    if not computed_nothing(profile):
+        return {"seconds": result.get("seconds"), "live_gpu_mb": profile.get("live_gpu_mb")}
+    return result.get("cold") if isinstance(result.get("cold"), dict) else None
+
+
+def with_cold_measures(row: dict, before: dict | None) -> dict:
+    """A row whose warm gates keep, as `cold`, the measures of the earlier row's run that computed their inputs
+    and references, so a cold run plans by what it will take and hold (receipts/durations.py)."""
+    earlier = (before or {}).get("gates") if isinstance((before or {}).get("gates"), dict) else {}
+    for number, result in (row.get("gates") or {}).items():
+        if isinstance(result, dict) and computed_nothing(result.get("profile") or {}):
+            prior = earlier.get(number) if isinstance(earlier.get(number), dict) else None
+            cold = cold_measures(prior) if prior is not None else None
+            if cold is not None:
+                result["cold"] = cold
+    return row
 
 
 def contract_keys(loaded) -> list[tuple[str, str]]:

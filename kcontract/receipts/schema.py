@@ -4,8 +4,10 @@ A receipt (`receipts/<contract>-<device>.json`, JSON, `"kind": "kcontract-run"`,
 entry (`entries`) and per control (`controls`) of its contract. A row is the outcome of that entry's or control's
 run (`task`, `status`, `gates`, `seconds`, `kernel`) with what it depended on (`depends`: its node's digest, the
 seed, its files' sha256), the checker that judged it (`checker`) and where and how it ran (`ran`: the run's id,
-commit, device, GPU, SM, toolchain). Beside the rows: the runs that wrote them (`runs`), the SUMMARY recomputed
-from the rows, bench rows, mutation scores and coverage records keyed by kernel source. A receipt without `format`
+commit, device, GPU, SM, toolchain); a gate that computed none of its inputs and references carries, as `cold`,
+the seconds and device bytes of the last run that did. Beside the rows: the runs that wrote them and the newest
+whole runs from a cold cache and from a warm one (`runs`), the SUMMARY recomputed from the rows, bench rows,
+mutation scores and coverage records keyed by kernel source. A receipt without `format`
 is the earlier whole-contract form (`sources`, `checker` and one run's facts at the top); `kcontract receipt
 upgrade` turns it into rows. A receipt of a higher format was written by a newer kcontract.
 """

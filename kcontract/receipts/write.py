@@ -17,7 +17,7 @@ from kcontract import __version__
 from kcontract.provenance import git_state
 from kcontract.receipts.carried import carried_bench, carried_coverage, carried_mutation
 from kcontract.receipts.receipt import Receipt
-from kcontract.receipts.rows import make_row, merged_rows, now, run_id
+from kcontract.receipts.rows import make_row, merged_rows, now, run_id, with_cold_measures
 
 
 def environment(gpu: bool, toolchain: dict | None = None) -> dict:
@@ -60,12 +60,15 @@ def run_receipt(loaded, document: dict, previous: Receipt | None, *, mode: str, 
     carried."""
     outcomes = document.get("entries", []) + document.get("controls", [])
     run = run_record(loaded, document, mode=mode, seed=seed, wall_s=wall_s, gpu=gpu, rows=len(outcomes))
+    earlier = previous.rows() if previous is not None else {}
     fresh = {}
     for outcome in outcomes:
         row = make_row(loaded, outcome, run)
-        fresh[(row["task"]["kind"], row["task"]["name"])] = row
+        key = (row["task"]["kind"], row["task"]["name"])
+        fresh[key] = with_cold_measures(row, earlier.get(key))
     before = previous if keep_rows and previous is not None and previous.has_rows else Receipt()
-    receipt = Receipt().put_rows(loaded, merged_rows(loaded, before.rows(), fresh), before.runs + [run],
+    runs = (previous.runs if previous is not None else []) + [run]  # put_rows keeps those that own rows or time
+    receipt = Receipt().put_rows(loaded, merged_rows(loaded, before.rows(), fresh), runs,
                                  notes=notes, covers=covers, created=before.created)
     if previous is not None:
         carry(loaded, previous, receipt)

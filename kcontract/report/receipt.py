@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kcontract.profiling import SPLIT
 from kcontract.receipts.receipt import Receipt
+from kcontract.receipts.rows import cache_state
 
 GATE_HEADER = ["| entry | gate | verdict | checked | decided | bit-equal | within | failures | s |",
                "|---|---|---|---|---|---|---|---|---|"]
@@ -55,13 +56,16 @@ def _sharding(receipt: Receipt) -> list[str]:
 
 
 def _runs(receipt: Receipt) -> list[str]:
-    """A line naming the runs whose rows the receipt holds, where there are several."""
+    """A line naming the runs the receipt keeps (those that own its rows, and its whole runs from a cold cache and
+    a warm one), where there are several."""
     runs = receipt.runs
     if len(runs) < 2:
         return []
-    return ["", "Rows from " + str(len(runs)) + " runs: " + "; ".join(
-        f"{r.get('mode')} at {str((r.get('git') or {}).get('commit'))[:12]} ({r.get('created')}, {r.get('rows')} of "
-        f"{r.get('of')} rows, {r.get('wall_s')} s{_spent(r)})" for r in runs) + "."]
+    owners = {row.get("ran", {}).get("run") for row in receipt.rows().values()}
+    return ["", "Runs: " + "; ".join(
+        f"{r.get('mode')}, {cache_state(r)} caches, at {str((r.get('git') or {}).get('commit'))[:12]} "
+        f"({r.get('created')}, {r.get('rows')} of {r.get('of')} rows, {r.get('wall_s')} s{_spent(r)}"
+        f"{'' if r.get('id') in owners else '; its rows since run again'})" for r in runs) + "."]
 
 
 def _spent(run: dict) -> str:
