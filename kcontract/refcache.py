@@ -72,6 +72,11 @@ def reference_root(contract_path: str) -> Path:
     return cache_root(contract_path) / "references"
 
 
+def holds_any(root: Path) -> bool:
+    """Whether the cache under `root` holds a stored input or reference (a run that finds none computes all)."""
+    return next(root.glob("*/*.bin"), None) is not None
+
+
 def _digest(facts: dict) -> str:
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kcontract.contract.loader import load_contract
 from kcontract.profiling import MB, measuring, tracking_gpu_live
+from kcontract.refcache import holds_any
 from kcontract.receipts.durations import gate_live_bytes, gate_seconds
 from kcontract.receipts.receipt import Receipt
 from kcontract.receipts.rows import computed_nothing, with_cold_measures
@@ -105,3 +106,20 @@ def test_a_gate_that_took_nothing_from_a_cache_is_not_warm():
     assert not computed_nothing({"inputs": {"hit": 0, "off": 2}})
     assert not computed_nothing({})
     assert computed_nothing({"inputs": {"hit": 2, "miss": 0}})
+
+
+def test_a_warm_cache_plans_by_what_the_gates_took_and_held_last(tmp_path):
+    cold = {"task": {"kind": "entry", "name": "a"}, "ran": {"device": "gpu"},
+            "gates": {"1": _gate(60.0, 4096.0, COLD)}}
+    warm = with_cold_measures({"task": {"kind": "entry", "name": "a"}, "ran": {"device": "gpu"},
+                               "gates": {"1": _gate(0.5, 69.0, WARM)}}, cold)
+    receipt = _receipt([warm])
+    assert gate_live_bytes(receipt, "gpu", cold=False) == {("entry", "a", 1): 69 * MB}
+    assert gate_seconds(receipt, "gpu", cold=False) == {("entry", "a", 1): 0.5}
+    assert gate_seconds(receipt, "gpu") == {("entry", "a", 1): 60.0}  # cold unless told otherwise
+    assert not holds_any(tmp_path) and not holds_any(tmp_path / "absent")
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "abc.lock").touch()
+    assert not holds_any(tmp_path)  # a lock is no stored object
+    (tmp_path / "ab" / "abc.bin").touch()
+    assert holds_any(tmp_path)

@@ -60,22 +60,25 @@ def _gate_results(receipt: Receipt | None, device: str):
                 yield (kind, row["task"].get("name", ""), int(number)), result
 
 
-def _measure(result: dict, name: str):
-    """A gate's measure `name` ("seconds" or "live_gpu_mb") from the last run that computed its inputs and
-    references (rows.cold_measures), or None."""
-    value = (cold_measures(result) or {}).get(name)
+def _measure(result: dict, name: str, cold: bool):
+    """A gate's measure `name` ("seconds" or "live_gpu_mb"): with `cold`, from the last run that computed its
+    inputs and references (rows.cold_measures), else its own; None where the row has none."""
+    if cold:
+        value = (cold_measures(result) or {}).get(name)
+    else:
+        value = result.get(name) if name == "seconds" else (result.get("profile") or {}).get(name)
     return value if isinstance(value, (int, float)) and value >= 0 else None
 
 
-def gate_seconds(receipt: Receipt | None, device: str) -> dict[GateKey, float]:
-    """Seconds per (kind, name, gate) of the rows that ran on `device` ("gpu" or "cpu"), as a cold run takes
-    them."""
-    found = {key: _measure(result, "seconds") for key, result in _gate_results(receipt, device)}
+def gate_seconds(receipt: Receipt | None, device: str, cold: bool = True) -> dict[GateKey, float]:
+    """Seconds per (kind, name, gate) of the rows that ran on `device` ("gpu" or "cpu"), as a run from a cold
+    cache takes them (`cold`) or as they took them last."""
+    found = {key: _measure(result, "seconds", cold) for key, result in _gate_results(receipt, device)}
     return {key: float(value) for key, value in found.items() if value is not None}
 
 
-def gate_live_bytes(receipt: Receipt | None, device: str) -> dict[GateKey, int]:
-    """Device bytes per (kind, name, gate) that the rows that ran on `device` held at most at once as a cold run
-    holds them (their gates' `live_gpu_mb`, where the receipt has it)."""
-    found = {key: _measure(result, "live_gpu_mb") for key, result in _gate_results(receipt, device)}
+def gate_live_bytes(receipt: Receipt | None, device: str, cold: bool = True) -> dict[GateKey, int]:
+    """Device bytes per (kind, name, gate) that the rows that ran on `device` held at most at once, as a run from
+    a cold cache holds them (`cold`) or as they held them last (their gates' `live_gpu_mb`)."""
+    found = {key: _measure(result, "live_gpu_mb", cold) for key, result in _gate_results(receipt, device)}
     return {key: int(value * (1 << 20)) for key, value in found.items() if value is not None}

@@ -17,6 +17,7 @@ from kcontract.contract.loader import load_contract
 from kcontract.gatetable import launching
 from kcontract.receipts.currency import needs_gpu
 from kcontract.receipts.durations import gate_live_bytes, gate_seconds, newest_whole_receipt
+from kcontract.refcache import holds_any, reference_root
 from kcontract.receipts.stale import plan_stale
 from kcontract.receipts.write import run_receipt
 from kcontract.report.json_report import run_document
@@ -141,8 +142,9 @@ class Session:
         hear.on_start(work_units(self.loaded, plan.tasks))
         try:
             receipt, device = newest_whole_receipt(self.path)[0], "gpu" if gpu else "cpu"
-            durations = gate_seconds(receipt, device)
-            tasks = declared_as_held(plan.tasks, gate_live_bytes(receipt, device))
+            cold = not options.cache or not holds_any(reference_root(self.path))  # plan as cold runs take and hold
+            durations = gate_seconds(receipt, device, cold)
+            tasks = declared_as_held(plan.tasks, gate_live_bytes(receipt, device, cold))
             result = run_contract(self.loaded, tasks, self.jobs, hear.on_step, done, whole=options.whole,
                                   gpu=gpu, durations=durations, empty_ok=options.shard is not None,
                                   builds=self.builds, device_sm=self.ready.sm if self.ready else None)
