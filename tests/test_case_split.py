@@ -93,3 +93,19 @@ def test_the_cpu_contract_split_case_by_case_reads_as_the_whole_run(tmp_path, mo
     assert len([t for t in after if t.case is not None]) > 10 and len(after) > before
     assert _gates(tmp_path / "split.json") == _gates(tmp_path / "whole.json")
     assert whole.stdout.splitlines()[-1] == split.stdout.splitlines()[-1]  # the SUMMARY
+
+
+def test_a_run_of_one_split_gate_says_no_case_in_its_summary(tmp_path, monkeypatch):
+    env = {"KCONTRACT_CACHE": str(tmp_path / "cache")}
+    args = ("run", "--contract", CPU, "--only", "np_prompt_d128_g4", "--gate", "4", "--no-controls", "--jobs", "1")
+    whole = kcontract_in_process(*args, env=env)
+    monkeypatch.setattr(planning, "SPLIT_SECONDS", -1.0)
+    split = kcontract_in_process(*args, env=env)
+    assert whole.returncode == split.returncode == 0, split.stdout[-3000:] + split.stderr[-3000:]
+    assert split.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1] == (
+        "SUMMARY 1 kernels: 1 pass gate 4, 0 fail, 0 known findings; 0 controls: 0 red as planted, 0 missed; "
+        "0 limit problems")
+    lines = [line for line in split.stdout.splitlines() if line.startswith("np_prompt_d128_g4 gate 4")]
+    assert [line.split(": pass")[0] for line in lines] == [
+        f"np_prompt_d128_g4 gate 4 exact-sum inputs (case {case})" for case in
+        ("mirror-A/linear1024", "mirror-B/linear1024", "mirror-C/linear1024")]
