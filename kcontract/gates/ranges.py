@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.gates.base import STOPPED, GateResult, Offender
+from kcontract.gates.base import GateResult, Offender
 from kcontract.gates.context import GateContext
+from kcontract.gates.range_verdict import trimmed, verdict
 from kcontract.gatetable import Kind, gate
 from kcontract.numerics import from_bits, ordered, to_bits
 from kcontract.problem import Checked, Expected, Reference
@@ -101,26 +102,18 @@ class RangeTally:
         self.result.worst = Offender(case, coords, show(float(got[idx]), got_bits[idx], exp.fmt), expected, detail)
 
     def finish(self, ctx: GateContext) -> GateResult:
-        """Verdict: no failures and at least one output checked."""
+        """Verdict: no failures and at least one output checked. A task of one selected case keeps its counts per
+        output and case whatever their number, so that a split gate's cases join (`joined`) as one run of them."""
         r = self.result
-        r.passed = r.failures == 0 and r.checked > 0
-        if r.checked == 0:
-            r.message = "checked zero outputs: the gate proved nothing"
-        elif r.failures:
-            r.message = (f"{r.failures} of {r.checked} outputs outside their range or not bit-equal where decided"
-                         + STOPPED * ("stopped_at_case" in r.facts))
-            r.causes = tuple(self.causes) + (tuple(ctx.family.hints(Kind.RANGES)) if self.usual else ())
-        r.facts["decided_pct"] = round(100.0 * r.decided / r.checked, 2) if r.checked else 0.0
-        if len(self.by_output) > 1:
-            r.facts["by_output"] = self.by_output
-        if len(self.by_case) > 1:
-            r.facts["by_case"] = self.by_case
+        r.facts["by_output"], r.facts["by_case"] = self.by_output, self.by_case
         for key, values in self.facts.items():
             numeric = [v for v in values if isinstance(v, (int, float))]
             if numeric and len(numeric) == len(values):
                 r.facts[key] = max(numeric)
+        if r.failures:
+            r.causes = tuple(self.causes) + (tuple(ctx.family.hints(Kind.RANGES)) if self.usual else ())
         r.replay = ctx.replay(r.gate, r.worst.case if r.worst else None)
-        return r
+        return verdict(r) if ctx.case is not None else trimmed(verdict(r))
 
 
 def run(number: int, ctx: GateContext) -> GateResult:

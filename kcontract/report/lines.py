@@ -42,8 +42,10 @@ def order_probes(result: GateResult) -> str:
 
 
 def gate_line(task: Task, result: GateResult) -> str:
-    """`entry gate 1 exactness vs float64: pass, 4096 checked, ..., 2.1 s`."""
-    text = (f"{who(task)} gate {result.gate} {gate(result.gate).title}: {result.status}, {counts(result)}, "
+    """`entry gate 1 exactness vs float64: pass, 4096 checked, ..., 2.1 s`, naming the case where the task ran one
+    (`(case at_8000)`)."""
+    case = f" (case {task.case})" if task.case else ""
+    text = (f"{who(task)} gate {result.gate} {gate(result.gate).title}{case}: {result.status}, {counts(result)}, "
             f"{result.seconds:.1f} s")
     return text + (f" ({result.message.removeprefix('skipped: ')})" if result.skipped else "")
 

@@ -138,6 +138,31 @@ def declared_as_held(tasks: list[Task], held: dict[tuple[str, str, int], int]) -
     return found
 
 
+SPLIT_SECONDS = 8.0  # a range gate that took this long when it last ran runs a task per case, side by side
+
+
+def split_by_case(loaded: LoadedContract, tasks: list[Task], durations: dict) -> list[Task]:
+    """Each entry's range gate (references and ranges: gates 1, 3 and 4) that took SPLIT_SECONDS or more when it
+    last ran (`durations`: seconds per kind, name and gate) and has several cases, as a task per case declaring the
+    gate's device bytes, so its cases run side by side (their results join into one row); the rest as they are."""
+    found = []
+    for task in tasks:
+        cases = _cases_apart(loaded, task, durations)
+        found += [dataclasses.replace(task, case=case) for case in cases] if cases else [task]
+    return found
+
+
+def _cases_apart(loaded: LoadedContract, task: Task, durations: dict) -> list[str]:
+    """The cases a task runs apart, or [] where it stays whole."""
+    if task.kind != "entry" or task.case is not None or len(task.gates) != 1:
+        return []
+    number = task.gates[0]
+    if not gate(number).references or durations.get((task.kind, task.name, number), 0.0) < SPLIT_SECONDS:
+        return []
+    cases = family_cases(loaded.entry(task.entry).family, number)
+    return cases if len(cases) > 1 else []
+
+
 def weight(entry) -> int:
     """How heavy an entry's gates are: the host bytes of its largest case."""
     family = entry.family

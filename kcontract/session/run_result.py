@@ -69,8 +69,9 @@ def _summary(loaded: LoadedContract, tasks: list[Task], ran: list[Outcome], resu
     """The run's summary, with what it did not check that its plan claims (unless interrupted, or an empty
     shard)."""
     entries, controls, planted = result.entries, result.controls, result.planted
+    cases = {t.case for t in tasks}  # one case selected for every task (`--case`), or gates split by case
     summary = summarise(entries, controls, loaded.known_findings, planted, _orphans(loaded, whole),
-                        gates=[g for t in tasks for g in t.gates], case=tasks[0].case if tasks else None)
+                        gates=[g for t in tasks for g in t.gates], case=next(iter(cases)) if len(cases) == 1 else None)
     if not summary.interrupted and (tasks or not empty_ok):
         summary.unchecked = unchecked(tasks, ran) + disagreements(summary, tasks)
     return summary

@@ -23,7 +23,7 @@ from kcontract.receipts.write import run_receipt
 from kcontract.report.json_report import run_document
 from kcontract.session.listeners import Listeners, RunListener
 from kcontract.session.options import RunOptions
-from kcontract.session.plan import Plan, declared_as_held, plan_tasks
+from kcontract.session.plan import Plan, declared_as_held, plan_tasks, split_by_case
 from kcontract.session.prebuild import prebuild
 from kcontract.session.preflight import Ready, check_machine
 from kcontract.session.run_result import RunResult, run_contract, work_units
@@ -139,12 +139,13 @@ class Session:
             finished.append(outcome)
             hear.on_task_done(outcome)
 
-        hear.on_start(work_units(self.loaded, plan.tasks))
+        receipt, device = newest_whole_receipt(self.path)[0], "gpu" if gpu else "cpu"
+        cold = not options.cache or not holds_any(reference_root(self.path))  # plan as cold runs take and hold
+        durations = gate_seconds(receipt, device, cold)
+        tasks = split_by_case(self.loaded, declared_as_held(plan.tasks, gate_live_bytes(receipt, device, cold)),
+                              durations)
+        hear.on_start(work_units(self.loaded, tasks))
         try:
-            receipt, device = newest_whole_receipt(self.path)[0], "gpu" if gpu else "cpu"
-            cold = not options.cache or not holds_any(reference_root(self.path))  # plan as cold runs take and hold
-            durations = gate_seconds(receipt, device, cold)
-            tasks = declared_as_held(plan.tasks, gate_live_bytes(receipt, device, cold))
             result = run_contract(self.loaded, tasks, self.jobs, hear.on_step, done, whole=options.whole,
                                   gpu=gpu, durations=durations, empty_ok=options.shard is not None,
                                   builds=self.builds, device_sm=self.ready.sm if self.ready else None)

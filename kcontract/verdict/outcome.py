@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from kcontract.gates.base import GateResult, Offender
+from kcontract.gates.range_verdict import joined, trimmed
 
 
 OUT_OF_MEMORY = "out of memory"  # a task's status where the device had too little memory beside other tasks
@@ -80,7 +81,8 @@ class Progress:
 
 
 def merge_outcomes(outcomes: list[Outcome]) -> list[Outcome]:
-    """One outcome per entry or control, its gates gathered from the per-gate tasks, in first-seen order."""
+    """One outcome per entry or control, its gates gathered from the per-gate tasks (a gate split into a task per
+    case joined into one result, as one task running its cases gives), in first-seen order."""
     merged: dict[tuple[str, str], Outcome] = {}
     for o in outcomes:
         key = (o.task.kind, o.task.name)
@@ -89,13 +91,18 @@ def merge_outcomes(outcomes: list[Outcome]) -> list[Outcome]:
                                               gates=dict(o.gates))
             continue
         m = merged[key]
+        if m.task.case != o.task.case:
+            m.task.case = None  # the cases of a split gate: the merged task is the whole gate
         m.task.gates = sorted(set(m.task.gates) | set(o.task.gates))
-        m.gates = dict(sorted({**m.gates, **o.gates}.items()))
+        both = {g: joined(m.gates[g], r) for g, r in o.gates.items() if g in m.gates}
+        m.gates = dict(sorted({**m.gates, **o.gates, **both}.items()))
         m.seconds += o.seconds
         m.spans = m.spans + o.spans
         m.kernel = m.kernel or o.kernel
         if m.status == "ran" and o.status != "ran":
             m.status, m.detail, m.trace, m.fatal = o.status, o.detail, o.trace, o.fatal
+    for m in merged.values():
+        m.gates = {g: trimmed(r) for g, r in m.gates.items()}
     return list(merged.values())
 
 
