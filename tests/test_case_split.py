@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from kcontract.contract.loader import load_contract
 from kcontract.family.cases import family_cases
 from kcontract.gates.base import GateResult, Offender
@@ -72,12 +70,7 @@ def _gates(report: Path) -> dict:
         for o in doc["entries"] + doc["controls"] for g, r in o["gates"].items()}
 
 
-@pytest.mark.parametrize("jobs", ["1"])
-def test_the_cpu_contract_split_case_by_case_reads_as_the_whole_run(tmp_path, monkeypatch, jobs):
-    env = {"KCONTRACT_CACHE": str(tmp_path / "cache")}
-    whole = kcontract_in_process("run", "--contract", CPU, "--jobs", jobs, "--json", str(tmp_path / "whole.json"),
-                                 env=env)
-    assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-3000:]
+def test_the_cpu_contract_split_case_by_case_reads_as_the_whole_run(tmp_path, monkeypatch, cpu_contract_run):
     monkeypatch.setattr(planning, "SPLIT_SECONDS", -1.0)  # every range gate of several cases runs apart
     planned = []
 
@@ -86,13 +79,13 @@ def test_the_cpu_contract_split_case_by_case_reads_as_the_whole_run(tmp_path, mo
         return planned[-1][1]
 
     monkeypatch.setattr(session_module, "split_by_case", spied)
-    split = kcontract_in_process("run", "--contract", CPU, "--jobs", jobs, "--json", str(tmp_path / "split.json"),
-                                 env=env)
+    split = kcontract_in_process("run", "--contract", CPU, "--jobs", "1", "--json", str(tmp_path / "split.json"),
+                                 env={"KCONTRACT_CACHE": str(tmp_path / "cache")})
     assert split.returncode == 0, split.stdout[-3000:] + split.stderr[-3000:]
     (before, after), = planned
     assert len([t for t in after if t.case is not None]) > 10 and len(after) > before
-    assert _gates(tmp_path / "split.json") == _gates(tmp_path / "whole.json")
-    assert whole.stdout.splitlines()[-1] == split.stdout.splitlines()[-1]  # the SUMMARY
+    assert _gates(tmp_path / "split.json") == _gates(cpu_contract_run.report)  # the console script's whole run
+    assert split.stdout.splitlines()[-1] == cpu_contract_run.proc.stdout.splitlines()[-1]  # the SUMMARY
 
 
 def test_a_run_of_one_split_gate_says_no_case_in_its_summary(tmp_path, monkeypatch):
