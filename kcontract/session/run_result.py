@@ -28,6 +28,7 @@ class RunResult:
     planted: dict[str, int] = field(default_factory=dict)
     plan: Plan | None = None  # the tasks and what planned them (a shard's coverage for its receipt)
     finished: int = 0  # tasks that ended
+    started: int = 0  # tasks the pool was given (a gate split by case is a task per case)
     document: dict | None = None  # the run's JSON document
     line: str | None = None  # the SUMMARY line it closes with (with --stale, the whole receipt's); None if cut short
     exit_code: int = 0

@@ -89,7 +89,7 @@ class Session:
         hear.notes(self.prepare(plan, options))
         result = self.tasks(plan, options, hear)
         if result.summary.interrupted:
-            hear.on_note(f"interrupted: {result.finished} of {len(plan.tasks)} tasks finished; nothing written")
+            hear.on_note(f"interrupted: {result.finished} of {result.started} tasks finished; nothing written")
             return result.ends(None, result.summary.exit_code)
         result.document = self.document(result)
         hear.on_result(result)
@@ -151,7 +151,7 @@ class Session:
                                   builds=self.builds, device_sm=self.ready.sm if self.ready else None)
         finally:
             hear.on_stop()
-        result.plan, result.finished = plan, len(finished)
+        result.plan, result.finished, result.started = plan, len(finished), len(tasks)
         return result
 
     def document(self, result: RunResult) -> dict:
