@@ -13,6 +13,7 @@ from kcontract.gates.range_verdict import joined, trimmed
 from kcontract.session import plan as planning
 from kcontract.session import session as session_module
 from kcontract.session.plan import SPLIT_SECONDS, Selection, plan_tasks, split_by_case
+from kcontract.runner.order import start_order
 from tests.helpers.cli import kcontract_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,8 +76,8 @@ def test_entries_split_case_by_case_read_as_the_whole_run(tmp_path, monkeypatch,
     monkeypatch.setattr(planning, "SPLIT_SECONDS", -1.0)  # every range gate of several cases runs apart
     planned = []
 
-    def spied(loaded, tasks, durations):
-        planned.append((len(tasks), split_by_case(loaded, tasks, durations)))
+    def spied(loaded, tasks, *durations):
+        planned.append((len(tasks), split_by_case(loaded, tasks, *durations)))
         return planned[-1][1]
 
     monkeypatch.setattr(session_module, "split_by_case", spied)
@@ -105,3 +106,19 @@ def test_a_run_of_one_split_gate_says_no_case_in_its_summary(tmp_path, monkeypat
     assert [line.split(": pass")[0] for line in lines] == [
         f"np_prompt_d128_g4 gate 4 exact-sum inputs (case {case})" for case in
         ("mirror-A/linear1024", "mirror-B/linear1024", "mirror-C/linear1024")]
+
+
+def test_a_split_gates_cases_start_longest_first_by_their_share_of_its_outputs():
+    loaded = load_contract(str(ROOT / CPU), import_kernels=False)
+    (task,) = plan_tasks(loaded, CPU, Selection(only=("np_prompt_d128_g4",), gate=4, no_controls=True))
+    key = (task.kind, task.name, 4)
+    outputs = {key: {"mirror-A/linear1024": 100, "mirror-B/linear1024": 100, "mirror-C/linear1024": 600,
+                     "mirror-C/linear1024/order_probes": 200}}
+    durations = {key: 50.0}
+    split = split_by_case(loaded, [task], durations, outputs)
+    assert [t.case for t in split] == ["mirror-A/linear1024", "mirror-B/linear1024", "mirror-C/linear1024"]
+    assert [durations[(*key, t.case)] for t in split] == [5.0, 5.0, 40.0]
+    assert [split[i].case for i in start_order(split, durations)] == [
+        "mirror-C/linear1024", "mirror-A/linear1024", "mirror-B/linear1024"]
+    unshared = {key: 50.0}
+    assert split_by_case(loaded, [task], unshared) == split and unshared == {key: 50.0}  # no shares: the gate's

@@ -82,3 +82,16 @@ def gate_live_bytes(receipt: Receipt | None, device: str, cold: bool = True) -> 
     a cold cache holds them (`cold`) or as they held them last (their gates' `live_gpu_mb`)."""
     found = {key: _measure(result, "live_gpu_mb", cold) for key, result in _gate_results(receipt, device)}
     return {key: int(value * (1 << 20)) for key, value in found.items() if value is not None}
+
+
+def gate_case_outputs(receipt: Receipt | None, device: str) -> dict[GateKey, dict[str, int]]:
+    """Outputs checked per case label (a case, or a case's part: `case/order_probes`) of each gate of several
+    cases, of the rows that ran on `device`: what a gate's seconds are shared out by among its cases."""
+    found = {}
+    for key, result in _gate_results(receipt, device):
+        by_case = (result.get("facts") or {}).get("by_case")
+        if isinstance(by_case, dict):
+            found[key] = {label: sum(c.get("checked", 0) for c in outputs.values() if isinstance(c, dict))
+                          for label, outputs in by_case.items() if isinstance(outputs, dict)}
+    return found
+

@@ -141,15 +141,31 @@ def declared_as_held(tasks: list[Task], held: dict[tuple[str, str, int], int]) -
 SPLIT_SECONDS = 8.0  # a range gate that took this long when it last ran runs a task per case, side by side
 
 
-def split_by_case(loaded: LoadedContract, tasks: list[Task], durations: dict) -> list[Task]:
+def split_by_case(loaded: LoadedContract, tasks: list[Task], durations: dict,
+                  outputs: dict | None = None) -> list[Task]:
     """Each entry's range gate (references and ranges: gates 1, 3 and 4) that took SPLIT_SECONDS or more when it
     last ran (`durations`: seconds per kind, name and gate) and has several cases, as a task per case declaring the
-    gate's device bytes, so its cases run side by side (their results join into one row); the rest as they are."""
+    gate's device bytes, so its cases run side by side (their results join into one row); the rest as they are.
+    Each case's share of its gate's seconds goes into `durations` under (kind, name, gate, case), by the outputs
+    it checked (`outputs`: per gate, outputs checked per case label, as receipts/durations.gate_case_outputs
+    reads them), so the pool starts the longest cases first."""
     found = []
     for task in tasks:
         cases = _cases_apart(loaded, task, durations)
         found += [dataclasses.replace(task, case=case) for case in cases] if cases else [task]
+        if cases:
+            _share_out(durations, (task.kind, task.name, *task.gates), cases, (outputs or {}).get(
+                (task.kind, task.name, *task.gates)) or {})
     return found
+
+
+def _share_out(durations: dict, key: tuple, cases: list[str], checked: dict[str, int]) -> None:
+    """A split gate's seconds shared out among its cases by the outputs each checked (a case's parts, such as
+    `case/order_probes`, counted as its own), under (kind, name, gate, case); nothing where none were counted."""
+    total = sum(checked.values())
+    for case in cases if total else []:
+        mine = sum(n for label, n in checked.items() if label == case or label.startswith(case + "/"))
+        durations[(*key, case)] = durations[key] * mine / total
 
 
 def _cases_apart(loaded: LoadedContract, task: Task, durations: dict) -> list[str]:

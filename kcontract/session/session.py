@@ -16,7 +16,7 @@ from kcontract.capacity import usable_cores
 from kcontract.contract.loader import load_contract
 from kcontract.gatetable import launching
 from kcontract.receipts.currency import needs_gpu
-from kcontract.receipts.durations import gate_live_bytes, gate_seconds, newest_whole_receipt
+from kcontract.receipts.durations import gate_case_outputs, gate_live_bytes, gate_seconds, newest_whole_receipt
 from kcontract.refcache import holds_any, reference_root
 from kcontract.receipts.stale import plan_stale
 from kcontract.receipts.write import run_receipt
@@ -143,7 +143,7 @@ class Session:
         cold = not options.cache or not holds_any(reference_root(self.path))  # plan as cold runs take and hold
         durations = gate_seconds(receipt, device, cold)
         tasks = split_by_case(self.loaded, declared_as_held(plan.tasks, gate_live_bytes(receipt, device, cold)),
-                              durations)
+                              durations, gate_case_outputs(receipt, device))
         hear.on_start(work_units(self.loaded, tasks))
         try:
             result = run_contract(self.loaded, tasks, self.jobs, hear.on_step, done, whole=options.whole,
