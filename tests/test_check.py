@@ -216,10 +216,10 @@ def test_a_change_to_the_checker_itself_is_reported_and_red_only_when_strict(tmp
     current = receipt_check()
     assert current.returncode == 0 and "1 of 1 rows current" in current.stdout, current.stdout + current.stderr
     assert "earlier" not in current.stdout
-    ranges = tmp_path / "kcontract" / "gates" / "range_verdict.py"
-    edited = ranges.read_text().replace("r.passed = r.failures == 0 and r.checked > 0", "r.passed = True")
-    assert edited != ranges.read_text()
-    ranges.write_text(edited)
+    judging = tmp_path / "kcontract" / "gates" / "base.py"  # where every gate is judged from its counts
+    edited = judging.read_text().replace("r.passed = r.failures == 0 and r.checked > 0", "r.passed = True")
+    assert edited != judging.read_text()
+    judging.write_text(edited)
     changed = receipt_check()
     assert changed.returncode == 0, changed.stdout + changed.stderr
     assert re.search(r"note: receipts/contract-h200\.json: 1 row of 1 judged by an earlier kcontract \(core \w+, "

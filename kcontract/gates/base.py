@@ -43,3 +43,15 @@ class GateResult:
     def status(self) -> str:
         """'pass', 'skip' or 'FAIL'."""
         return "skip" if self.skipped else ("pass" if self.passed else "FAIL")
+
+
+def judged(r: GateResult, failing: str) -> GateResult:
+    """Passed where nothing failed and something was checked; the message says that nothing was, or how many of
+    the checked outputs failed (`failing`: what a failure is, e.g. "outputs changed bits across runs")."""
+    r.passed = r.failures == 0 and r.checked > 0
+    if r.checked == 0:
+        r.message = "checked zero outputs: the gate proved nothing"
+    elif r.failures:
+        r.message = f"{r.failures} of {r.checked} {failing}" + STOPPED * ("stopped_at_case" in r.facts)
+    return r
+

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcontract.gates.base import STOPPED, GateResult, Offender
+from kcontract.gates.base import GateResult, Offender, judged
 from kcontract.gates.context import GateContext
 from kcontract.gates.ranges import as_bits
 from kcontract.gatetable import Kind, gate
@@ -37,12 +37,8 @@ def run(number: int, ctx: GateContext) -> GateResult:
         if "stopped_at_case" in result.facts:
             break
     result.facts["variants"] = variants_run
-    result.passed = result.failures == 0 and result.checked > 0
-    if result.checked == 0:
-        result.message = "checked zero outputs: the gate proved nothing"
-    elif result.failures:
-        result.message = (f"{result.failures} of {result.checked} outputs changed bits across runs or were NaN"
-                          + STOPPED * ("stopped_at_case" in result.facts))
+    judged(result, "outputs changed bits across runs or were NaN")
+    if result.failures:
         result.causes = tuple(ctx.family.hints(Kind.INVARIANCE))
     result.replay = ctx.replay(number, result.worst.case if result.worst else None)
     return result

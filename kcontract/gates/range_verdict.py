@@ -3,17 +3,12 @@ gate split by case runs its cases side by side; its row holds their join)."""
 
 from __future__ import annotations
 
-from kcontract.gates.base import STOPPED, GateResult
+from kcontract.gates.base import GateResult, judged
 
 
 def verdict(r: GateResult) -> GateResult:
     """Passed, message and decided share from the counts."""
-    r.passed = r.failures == 0 and r.checked > 0
-    if r.checked == 0:
-        r.message = "checked zero outputs: the gate proved nothing"
-    elif r.failures:
-        r.message = (f"{r.failures} of {r.checked} outputs outside their range or not bit-equal where decided"
-                     + STOPPED * ("stopped_at_case" in r.facts))
+    judged(r, "outputs outside their range or not bit-equal where decided")
     r.facts["decided_pct"] = round(100.0 * r.decided / r.checked, 2) if r.checked else 0.0
     return r
 

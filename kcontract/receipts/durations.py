@@ -94,4 +94,3 @@ def gate_case_outputs(receipt: Receipt | None, device: str) -> dict[GateKey, dic
             found[key] = {label: sum(c.get("checked", 0) for c in outputs.values() if isinstance(c, dict))
                           for label, outputs in by_case.items() if isinstance(outputs, dict)}
     return found
-

@@ -154,8 +154,8 @@ def split_by_case(loaded: LoadedContract, tasks: list[Task], durations: dict,
         cases = _cases_apart(loaded, task, durations)
         found += [dataclasses.replace(task, case=case) for case in cases] if cases else [task]
         if cases:
-            _share_out(durations, (task.kind, task.name, *task.gates), cases, (outputs or {}).get(
-                (task.kind, task.name, *task.gates)) or {})
+            key = (task.kind, task.name, *task.gates)
+            _share_out(durations, key, cases, (outputs or {}).get(key) or {})
     return found
 
 

@@ -17,9 +17,9 @@ from kcontract.contract.loader import load_contract
 from kcontract.gatetable import launching
 from kcontract.receipts.currency import needs_gpu
 from kcontract.receipts.durations import gate_case_outputs, gate_live_bytes, gate_seconds, newest_whole_receipt
-from kcontract.refcache import holds_any, reference_root
 from kcontract.receipts.stale import plan_stale
 from kcontract.receipts.write import run_receipt
+from kcontract.refcache import holds_any, reference_root
 from kcontract.report.json_report import run_document
 from kcontract.session.listeners import Listeners, RunListener
 from kcontract.session.options import RunOptions
