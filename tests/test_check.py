@@ -99,8 +99,8 @@ def test_jobs_auto_compiles_with_a_worker_per_usable_core_as_run_does(project, m
     from kcontract.toolchain import build
 
     asked = []
-    real_run = build._run
-    monkeypatch.setattr(build, "_run", lambda todo, jobs: asked.append(jobs) or real_run(todo, jobs))
+    real_run = build.run_compiles
+    monkeypatch.setattr(build, "run_compiles", lambda todo, jobs: asked.append(jobs) or real_run(todo, jobs))
     (project.parent / "kernels" / "tiny.cu").write_text(TINY.read_text() + "\n// a cold compile\n")
     done = CliRunner().invoke(cli, ["check", "--contract", str(project), "--jobs", "auto"])
     assert asked == [usable_cores()], done.output

@@ -152,7 +152,7 @@ def test_a_cuda_kernel_without_its_tiles_is_refused_at_load(tmp_path):
     path = tmp_path / "contract.yaml"
     path.write_text(f"include: [{ROOT / 'kernels'}]\n" + cut)
     (tmp_path / "kernels").symlink_to(ROOT / "kernels")
-    with pytest.raises(ContractError, match="`exports` that give m128n192_tile_m: family matmul launches its CUDA"):
+    with pytest.raises(ContractError, match="`exports` that give m128n192_tile_m: family matmul launches its compiled kernels"):
         load_contract(str(path), import_kernels=False)
 
 

@@ -16,8 +16,9 @@ def readme_commands() -> list[str]:
 
 def test_readme_starts_with_install_and_test_commands():
     commands = readme_commands()
-    assert commands == ['python3 -m pip install -e ".[dev,compile,tools,torch,plot]" -c constraints/cuda-13.5.37.txt '
-                        '-c constraints/torch-cpu.txt && kcontract check', "python3 -m pytest -q -n auto --dist loadfile"]
+    assert commands == ['python3 -m pip install -e ".[dev,compile,tools,torch,triton,plot]" -c '
+                        'constraints/cuda-13.5.37.txt -c constraints/torch-cpu.txt -c constraints/triton.txt && '
+                        'kcontract check', "python3 -m pytest -q -n auto --dist loadfile"]
     assert (ROOT / "README.md").read_text().index("```") < 20  # right under the title
 
 

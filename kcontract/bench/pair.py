@@ -30,7 +30,7 @@ def _side(loaded, entry, builds, sm: str) -> _Side:
     """An entry's kernel loaded from its build for `sm`, and its family's bench calls at its default sizes."""
     from kcontract.launch.cuda import CudaLauncher
 
-    kernel = entry.kernel.cuda
+    kernel = entry.kernel.compiled
     launcher = CudaLauncher(loaded, entry, entry.kernel, builds.kernel(kernel, [sm]))
     entry.family.exports = builds.family_exports(kernel, entry.family)
     calls = {}
@@ -57,7 +57,7 @@ class PairClock:
     def _base_side(self, name: str) -> _Side | None:
         """The base's entry of this name loaded, or None (no such CUDA entry, or it does not load: noted)."""
         entry = next((e for e in self.base.entries if e.name == name), None) if self.base is not None else None
-        if entry is None or entry.kernel.cuda is None:
+        if entry is None or entry.kernel.compiled is None:
             return None
         try:
             return _side(self.base, entry, self.base_builds, self.sm)

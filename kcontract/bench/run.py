@@ -29,8 +29,8 @@ def bench_entries(loaded, entries, sizes: dict[str, tuple[int, ...]], repeat: in
     out = []
     builds, sm = Builds.of(loaded), target_for(device_sm(cupy), list(loaded.targets))
     for entry in entries:
-        launcher = CudaLauncher(loaded, entry, entry.kernel, builds.kernel(entry.kernel.cuda, [sm]))
-        entry.family.exports = builds.family_exports(entry.kernel.cuda, entry.family)
+        launcher = CudaLauncher(loaded, entry, entry.kernel, builds.kernel(entry.kernel.compiled, [sm]))
+        entry.family.exports = builds.family_exports(entry.kernel.compiled, entry.family)
         wanted = {**type(entry.family).bench_sizes, **{k: v for k, v in sizes.items()
                                                        if k in type(entry.family).bench_sizes}}
         for call in entry.family.bench_calls(wanted):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+TRITON_SCRATCH = 2  # a Triton kernel's parameters after its own: the global and the profile scratch pointers
+
 
 @dataclass(frozen=True)
 class ModuleBuild:

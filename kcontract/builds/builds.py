@@ -15,6 +15,7 @@ from typing import Callable
 from kcontract.builds.artifact import KernelBuild, ModuleBuild
 from kcontract.builds.builder import Builder
 from kcontract.builds.cuda import CudaBuilder
+from kcontract.builds.triton import TritonBuilder
 from kcontract.cachedir import cache_root
 from kcontract.contract.patches import PatchError
 from kcontract.errors import KContractError
@@ -262,8 +263,9 @@ class Builds:
 
 
 def default_builders(root: Path, base: Path, jobs: int | None = None, recompile: bool = False) -> list[Builder]:
-    """One builder per kernel kind that compiles: CUDA's, over the compile cache at `root`."""
-    return [CudaBuilder(CompileCache(root), base, jobs, recompile)]
+    """One builder per kernel kind that compiles, CUDA's and Triton's, over the compile cache at `root`."""
+    cache = CompileCache(root)
+    return [CudaBuilder(cache, base, jobs, recompile), TritonBuilder(cache, base, jobs, recompile)]
 
 
 def _moved(path: Path, old: Path, new: Path) -> Path:

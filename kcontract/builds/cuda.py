@@ -2,44 +2,25 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import weakref
-from pathlib import Path
 from typing import Callable
 
+from kcontract.builds.cache_backed import CacheBacked
 from kcontract.contract.model import CudaKernel
 from kcontract.contract.paths import resolve_source
 from kcontract.toolchain.build import PTX_FILE, Batch, Build, Module, build, read_inputs
-from kcontract.toolchain.cache import CompileCache, inputs_digest
+from kcontract.toolchain.cache import inputs_digest
 from kcontract.toolchain.exports import kernel_exports
 from kcontract.toolchain.locate import Toolchain, find_toolchain
 from kcontract.toolchain.units import KernelUse, Unit, contract_uses, group_units
 
 
-class CudaBuilder:
+class CudaBuilder(CacheBacked):
     """CUDA kernels: one unit per source, options and patch, compiled by NVRTC for each SM, cache first."""
 
     kind = "cuda"
 
-    def __init__(self, cache: CompileCache, base: Path, jobs: int | None = None, recompile: bool = False,
-                 toolchain: Toolchain | None = None):
-        """`recompile`: build every module afresh in a cache of its own (`cache`; `trusted` is the one given, whose
-        modules `cached` finds for comparing), removed when the builder goes."""
-        self.base, self.jobs, self.recompile, self.trusted = Path(base).resolve(), jobs, recompile, cache
-        self.cache = cache
-        if recompile:
-            scratch = tempfile.mkdtemp(prefix="kcontract-recompiled-")
-            weakref.finalize(self, shutil.rmtree, scratch, True)
-            self.cache = CompileCache(Path(scratch))
-        self._toolchain = toolchain
-
-    @property
-    def toolchain(self) -> Toolchain:
-        """This environment's toolchain, found on first use."""
-        if self._toolchain is None:
-            self._toolchain = find_toolchain()
-        return self._toolchain
+    def find(self) -> Toolchain:
+        return find_toolchain()
 
     @property
     def compiler(self) -> str:
@@ -47,7 +28,7 @@ class CudaBuilder:
         return f"nvrtc {self.toolchain.nvrtc.version}"
 
     def handles(self, kernel) -> bool:
-        return isinstance(kernel, (CudaKernel, KernelUse, Unit))
+        return isinstance(kernel, CudaKernel) or type(kernel) in (KernelUse, Unit)
 
     def uses(self, loaded) -> list[KernelUse]:
         return contract_uses(loaded)
@@ -86,18 +67,3 @@ class CudaBuilder:
         if module is None:
             return None, {}, built.failures[0].log if built.failures else f"{self.toolchain.id} cannot build {sm}"
         return self.cache.text(module.key, PTX_FILE) or "", module.lowered, ""
-
-    def cached(self, module: Module) -> Module | None:
-        """The trusted cache's module under a recompiled module's key, or None where it holds none."""
-        hit = self.trusted.get(module.key)
-        return None if hit is None else Module(module.unit, module.sm, module.key, hit.cubin_path, hit.lowered,
-                                               hit.log, True, module.toolchain)
-
-    def adopt(self, module: Module) -> None:
-        """A recompiled module into the trusted cache, in place of what it held under the key."""
-        self.trusted.adopt(module.key, self.cache)
-
-    def rebased(self, base: Path) -> CudaBuilder:
-        rebased = CudaBuilder(self.trusted, base, self.jobs, False, self._toolchain)
-        rebased.cache, rebased.recompile = self.cache, self.recompile
-        return rebased

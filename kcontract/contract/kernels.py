@@ -12,12 +12,12 @@ import re
 import string
 import traceback
 
-from kcontract.contract.model import CudaKernel, KernelRef
+from kcontract.contract.model import CompiledKernel, KernelRef
 from kcontract.sms import limits_for
 from kcontract.usercode import UserCodeExit, user_code
 
 
-def fill_symbols(kernel: CudaKernel, args: dict[str, object]) -> tuple[CudaKernel | None, str | None]:
+def fill_symbols(kernel: CompiledKernel, args: dict[str, object]) -> tuple[CompiledKernel | None, str | None]:
     """The kernel with `{name}` placeholders in its symbols and exports replaced by the family's template
     arguments."""
     filled: dict[str, dict[str, str]] = {"symbols": {}, "exports": {}}
@@ -36,8 +36,8 @@ SMEM_OPTIN = "smem_optin"  # in a dynamic_smem expression: the target SM's opt-i
 LAUNCH_FIELDS = (("threads", 1, 1024), ("dynamic_smem", 0, 1 << 20))  # each launch field and its bounds
 
 
-def fill_launch(kernel: CudaKernel, args: dict[str, object], targets: list[str]
-                ) -> tuple[CudaKernel | None, str | None]:
+def fill_launch(kernel: CompiledKernel, args: dict[str, object], targets: list[str]
+                ) -> tuple[CompiledKernel | None, str | None]:
     """The kernel with every `launch` expression evaluated over the template arguments, checked for range; a
     dynamic_smem that names {smem_optin} (or gives bytes per SM) becomes {sm: bytes} where the targets differ."""
     shapes = {}
@@ -139,7 +139,7 @@ def _integer(value: int | str, args: dict[str, object]) -> tuple[int, str | None
         return 0, f"{GRAMMAR}, given: {value!r}"
 
 
-def instance_problem(kernel: CudaKernel, traits: dict[str, object]) -> str | None:
+def instance_problem(kernel: CompiledKernel, traits: dict[str, object]) -> str | None:
     """Why `traits` (template arguments and case facts) match none of the kernel's instances, or None."""
     if not kernel.instances:
         return None

@@ -17,8 +17,9 @@ from pydantic import BaseModel, ValidationError
 from kcontract.contract.imports import add_import_roots, import_roots
 from kcontract.contract.kernels import one_line, fill_launch, fill_symbols, instance_problem, python_kernel_problem
 from kcontract.contract.loaded import LoadedContract, LoadedControl, LoadedEntry
-from kcontract.contract.model import Contract, CudaKernel, Entry, KernelRef
+from kcontract.contract.model import CompiledKernel, Contract, Entry, KernelRef
 from kcontract.contract.patches import PatchError, apply
+from kcontract.contract.triton_symbols import shape_problem, symbol_problem, with_default_launch
 from kcontract.contract.yaml_lines import join, line_of, load_yaml
 from kcontract.errors import ContractError
 from kcontract.family.base import Family
@@ -197,18 +198,19 @@ def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str,
         if kernel is None:
             gates_of[entry.name] = list(NUMBERS)  # so its controls are not reported as well
             continue
-        missing = [n for n in family.exports_needed() if kernel.cuda is None or n not in kernel.cuda.exports]
+        compiled = kernel.compiled
+        missing = [n for n in family.exports_needed() if compiled is None or n not in compiled.exports]
         if missing:
-            problems.add(base + ["kernel"], f"a CUDA kernel whose `exports` give {', '.join(missing)}: the entry's "
+            problems.add(base + ["kernel"], f"a compiled kernel whose `exports` give {', '.join(missing)}: the entry's "
                          f"declared arithmetic reads them from its kernel")
-        unnamed = [role for role in _launched_roles(family) if kernel.cuda is not None and role not in kernel.cuda.symbols]
+        unnamed = [role for role in _launched_roles(family) if compiled is not None and role not in compiled.symbols]
         if unnamed:
             problems.add(base + ["kernel"], f"`symbols` that name {', '.join(unnamed)}: family {entry.family} launches "
                          f"them for this entry")
-        unlaunchable = [n for n in family.launch_exports() if kernel.cuda is not None and n not in kernel.cuda.exports]
+        unlaunchable = [n for n in family.launch_exports() if compiled is not None and n not in compiled.exports]
         if unlaunchable:
             problems.add(base + ["kernel"], f"`exports` that give {', '.join(unlaunchable)}: family {entry.family} "
-                         f"launches its CUDA kernels by them")
+                         f"launches its compiled kernels by them")
         gates = gates_of[entry.name] = _gates(problems, entry, cls, kernel, base)
         _check_cases(problems, family, kernel, base, memory)
         if entry.coverage is not None and kernel.cuda is None:
@@ -237,29 +239,37 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
             problems.add(parts, f"a kernel named under `kernels` (one of: {_few(model.kernels)})", _show(ref))
             return None
         defined, ref = ["kernels", ref], model.kernels[ref]
-    both = ref.python is not None and ref.cuda is not None
-    if both or (ref.python is None and ref.cuda is None):
-        problems.add(parts, "exactly one of `python` or `cuda`", "both" if both else "neither")
+    given = [kind for kind in ("python", "cuda", "triton") if getattr(ref, kind) is not None]
+    if len(given) != 1:
+        problems.add(parts, "exactly one of `python`, `cuda` or `triton`", " and ".join(given) or "none")
         return None
-    if ref.cuda is not None:
+    if ref.compiled is not None:
+        kind = ref.compiled_field
         if ref.device:
             problems.add(parts + ["device"], "`device` only with a `python` kernel", "true")
         folder = Path(problems.file).resolve().parent
-        if not _readable_files(problems, ref.cuda, defined + ["cuda"], folder):
+        if not _readable_files(problems, ref.compiled, defined + [kind], folder):
             return None
-        if not resolve_source(folder, ref.cuda.source).is_file():
-            problems.add(defined + ["cuda", "source"], f"an existing CUDA source file, relative to {folder}",
-                         _show(ref.cuda.source))
+        if not resolve_source(folder, ref.compiled.source).is_file():
+            problems.add(defined + [kind, "source"], f"an existing {_LANGUAGE[kind]} source file, relative to "
+                         f"{folder}", _show(ref.compiled.source))
             return None
-        cuda, why = fill_symbols(ref.cuda, family.template_args())
+        malformed = shape_problem(ref.triton) if kind == "triton" else None
+        if malformed:
+            problems.add(defined + [kind] + malformed[0], malformed[1])
+            return None
+        compiled, why = fill_symbols(ref.compiled, family.template_args())
+        if not why and kind == "triton":
+            why = next(filter(None, map(symbol_problem, compiled.symbols.values())), None)
+            compiled = with_default_launch(compiled) if not why else compiled
         if why:
-            problems.add(parts + ["cuda", "symbols"], why)
+            problems.add(parts + [kind, "symbols"], why)
             return None
-        cuda, why = fill_launch(cuda, family.template_args(), model.targets)
+        compiled, why = fill_launch(compiled, family.template_args(), model.targets)
         if why:
-            problems.add(parts + ["cuda", "launch"], why)
+            problems.add(parts + [kind, "launch"], why)
             return None
-        return ref.model_copy(update={"cuda": cuda})
+        return ref.model_copy(update={kind: compiled})
     if import_kernels:
         key = (ref.python, tuple(family.kernel_abi()))
         if key not in problems.python_checked:
@@ -271,8 +281,8 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
     return ref
 
 
-def _readable_files(problems: _Problems, cuda: CudaKernel, parts: Parts, folder: Path) -> bool:
-    """Whether the CUDA kernel's source and the header folders and files its options name lie in the readable
+def _readable_files(problems: _Problems, cuda: CompiledKernel, parts: Parts, folder: Path) -> bool:
+    """Whether the compiled kernel's source and the header folders and files its options name lie in the readable
     folders (else each outside is a mistake, and none of them is opened)."""
     named = [(parts + ["source"], "file", cuda.source)]
     named += [(parts + ["options", i], kind, value) for i, kind, value in option_paths(cuda.options)]
@@ -285,15 +295,15 @@ def _readable_files(problems: _Problems, cuda: CudaKernel, parts: Parts, folder:
 
 def _gates(problems: _Problems, entry: Entry, cls: type[Family], kernel: KernelRef, base: Parts) -> list[int]:
     """The entry's gates: its own list checked against what family and kernel feed, or all of those."""
-    fed = fed_by(cls.suites, compiled=kernel.cuda is not None)
+    fed = fed_by(cls.suites, compiled=kernel.compiled is not None)
     if entry.gates is None:
         return fed
     if not entry.gates:
         problems.add(base + ["gates"], "at least one gate (leave `gates` out to run every gate the family feeds)",
                      "[]")
     for j, number in enumerate(entry.gates):
-        if gate(number).kind is Kind.RECORDS and kernel.cuda is None:
-            problems.add(base + ["gates", j], f"gate {number} only with a CUDA kernel (it checks compiled launch "
+        if gate(number).kind is Kind.RECORDS and kernel.compiled is None:
+            problems.add(base + ["gates", j], f"gate {number} only with a compiled (CUDA or Triton) kernel (it checks compiled launch "
                          "records)", _show(number))
         elif number not in fed:
             problems.add(base + ["gates", j], f"a gate family {cls.name} feeds ({_few(fed)})", _show(number))
@@ -306,15 +316,15 @@ def _check_cases(problems: _Problems, family: Family, kernel: KernelRef, base: P
     """Every case is an instance the CUDA kernel supports and fits in this machine's memory."""
     names = family.cases(Suite.REALISTIC) if Suite.REALISTIC in type(family).suites else []
     args = family.template_args()
-    if kernel.cuda is not None:
+    if kernel.compiled is not None:
         for name in names or [None]:
             traits = {**args, **(family.case_traits(name) if name is not None else {})}
-            why = instance_problem(kernel.cuda, traits)
+            why = instance_problem(kernel.compiled, traits)
             if why:
                 at = _case_parts(family, name)
                 problems.add(base + at, why)
                 break
-    host_buffers = kernel.cuda is None and not (kernel.python and kernel.device)
+    host_buffers = kernel.compiled is None and not (kernel.python and kernel.device)
     for name in names:
         need = family.case_bytes(name) + (family.case_buffer_bytes(name) if host_buffers else 0)
         if memory and need > memory:
@@ -372,8 +382,8 @@ def _controls(problems: _Problems, model: Contract, entries: list[LoadedEntry], 
         if kernel.cuda is not None and not kernel.cuda.launch and entry.kernel.cuda is not None:
             # a control stands in for its entry's kernel: it is launched the same way unless it says otherwise
             kernel = kernel.model_copy(update={"cuda": kernel.cuda.model_copy(update={"launch": entry.kernel.cuda.launch})})
-        if gate(control.gate).kind is Kind.RECORDS and kernel.cuda is None:
-            problems.add(base + ["gate"], f"a gate-{control.gate} control with a CUDA kernel (it checks compiled "
+        if gate(control.gate).kind is Kind.RECORDS and kernel.compiled is None:
+            problems.add(base + ["gate"], f"a gate-{control.gate} control with a compiled kernel (it checks compiled "
                          "launch records)", _show(control.gate))
             continue
         if control.sanitize and kernel.cuda is None:
@@ -385,13 +395,13 @@ def _controls(problems: _Problems, model: Contract, entries: list[LoadedEntry], 
 
 
 def _patched(problems: _Problems, kernel: KernelRef, patch: str, parts: Parts) -> KernelRef | None:
-    """The kernel with `patch` applied to its CUDA source: the patch must exist and apply exactly."""
-    if kernel.cuda is None:
-        problems.add(parts, "a patch only of a CUDA kernel", _show(patch))
+    """The kernel with `patch` applied to its CUDA or Triton source: the patch must exist and apply exactly."""
+    if kernel.compiled is None:
+        problems.add(parts, "a patch only of a CUDA or Triton kernel", _show(patch))
         return None
     folder = Path(problems.file).resolve().parent
     path = resolve_source(folder, patch)
-    source = resolve_source(folder, kernel.cuda.source)
+    source = resolve_source(folder, kernel.compiled.source)
     if not inside(path, problems.readable):
         problems.add(parts, _outside("file", folder), _show(patch))
         return None
@@ -403,7 +413,8 @@ def _patched(problems: _Problems, kernel: KernelRef, patch: str, parts: Parts) -
     except PatchError as error:
         problems.add(parts, f"a patch that applies exactly: {patch}:{error.line}: {error.message}")
         return None
-    return kernel.model_copy(update={"cuda": kernel.cuda.model_copy(update={"patch": patch})})
+    kind = kernel.compiled_field
+    return kernel.model_copy(update={kind: kernel.compiled.model_copy(update={"patch": patch})})
 
 
 def _check_findings(problems: _Problems, model: Contract, gates_of: dict[str, list[int]]) -> None:
@@ -647,6 +658,9 @@ def _num(value: Any) -> str:
     if isinstance(value, int) and value >= 2**16 and value & (value - 1) == 0:
         return f"2^{value.bit_length() - 1}"
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+_LANGUAGE = {"cuda": "CUDA", "triton": "Triton"}
 
 
 def _show(value: Any) -> str:

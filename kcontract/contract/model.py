@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
@@ -32,8 +32,8 @@ class LaunchDecl(Strict):
     dynamic_smem: int | str | dict[str, int] = 0
 
 
-class CudaKernel(Strict):
-    """A CUDA kernel: its source, its symbols (template instantiations), options, launches and instances.
+class CompiledKernel(Strict):
+    """A kernel compiled to a cubin per target SM: its source, its symbols, exports, patch, launches and instances.
 
     Symbols may name the family's template arguments as {placeholders} ("reduce<{dim}, {block}>");
     `instances` lists the argument values the source supports, so other shapes are refused at load time.
@@ -41,8 +41,8 @@ class CudaKernel(Strict):
 
     source: str
     symbols: dict[str, str]  # ABI role (e.g. partials, merge) -> name expression
-    # what the kernel tells the checker: a name -> a `__constant__ const int` variable of the source (a variable
-    # template instance, {placeholders} filled), read back from each SM's cubin: launch sizes, a declared order's counts
+    # what the kernel tells the checker: a name -> a value its compiled module holds (a CUDA `__constant__ const int`
+    # variable, a Triton kernel's constexpr or shared bytes), read back per SM: launch sizes, a declared order's counts
     exports: dict[Annotated[str, Field(pattern=r"^[A-Za-z_]\w*$")], str] = {}
     patch: str | None = None  # a unified diff applied to `source` before it compiles (controls, mutants)
     options: list[str] = []
@@ -50,23 +50,48 @@ class CudaKernel(Strict):
     instances: list[dict[str, list[int | str]]] = []  # allowed template-argument and case-trait values
 
 
+class CudaKernel(CompiledKernel):
+    """A CUDA C++ kernel that NVRTC compiles: a symbol is a name expression (`rms_norm<256>`)."""
+
+    kind: ClassVar[str] = "cuda"
+
+
+class TritonKernel(CompiledKernel):
+    """A `@triton.jit` kernel compiled ahead of time: a symbol is a call of the jit function with its constexprs
+    and launch options (`rms_norm_rows(BLOCK=1024, num_warps=4, num_stages=1)`); its parameters carry their
+    Triton types as annotations (`x: "*bf16"`)."""
+
+    kind: ClassVar[str] = "triton"
+
+
 class KernelRef(Strict):
-    """Which kernel runs: exactly one of `python` or `cuda`."""
+    """Which kernel runs: exactly one of `python`, `cuda` or `triton`."""
 
     python: str | None = Field(default=None, pattern=PYTHON_TARGET)
     device: bool = False  # a Python kernel that takes CuPy device arrays instead of numpy ones
     cuda: CudaKernel | None = None
+    triton: TritonKernel | None = None
 
     def launcher(self) -> str:
         """The launcher kind this reference needs."""
         if self.python is not None:
             return "device" if self.device else "python"
-        return "cuda"
+        return "triton" if self.triton is not None else "cuda"
+
+    @property
+    def compiled(self) -> CompiledKernel | None:
+        """The CUDA or Triton kernel, compiled per target SM; None for a Python kernel."""
+        return self.cuda if self.cuda is not None else self.triton
+
+    @property
+    def compiled_field(self) -> str:
+        """`cuda` or `triton`: the field that holds the compiled kernel (`cuda` where there is none)."""
+        return "triton" if self.triton is not None else "cuda"
 
     @property
     def label(self) -> str:
-        """`module:function` or the CUDA source, for tables and messages."""
-        return self.python if self.python is not None else self.cuda.source
+        """`module:function` or the kernel's source, for tables and messages."""
+        return self.python if self.python is not None else self.compiled.source
 
 
 KernelField = Annotated[Union[Annotated[KernelRef, Tag("kernel-ref")], Annotated[str, Tag("kernel-name")]],

@@ -59,7 +59,7 @@ class GateContext:
         """On a GPU: where the loaded functions' attributes differ from the record for the device's SM."""
         from kcontract.launch import gpu_present
 
-        if self.make_launcher is None or self.kernel.cuda is None or not gpu_present():
+        if self.make_launcher is None or self.kernel.compiled is None or not gpu_present():
             return []
         return self.launcher.attribute_mismatches(self.loaded, self.entry.name)
 

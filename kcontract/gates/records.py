@@ -27,7 +27,7 @@ def run(number: int, ctx: GateContext) -> GateResult:
     result.facts = {"limit_problems": len(verdict.problems), "new_limit_problems": len(verdict.new_problems),
                     "toolchain_findings": [] if strict else verdict.findings,
                     "unrecorded": sum(r.status == "unrecorded" for r in verdict.rows)}
-    mismatches = ctx.loaded_attribute_mismatches() if ctx.kernel.cuda is not None else []
+    mismatches = ctx.loaded_attribute_mismatches() if ctx.kernel.compiled is not None else []
     result.failures += len(mismatches)
     result.passed = result.passed and not mismatches
     problems = ([f"{r.role} on {r.sm}: {r.status} record: {r.detail}" for r in verdict.stale] + verdict.notes

@@ -1,4 +1,5 @@
-"""The CUDA launcher: the exact cubins of the compile cache, loaded with CuPy, launched as the problem says.
+"""The cubin launcher (CUDA and Triton kernels): the exact cubins of the compile cache, loaded with CuPy, launched
+as the problem says.
 
 The bytes that run are the bytes gate 5 and sass-diff describe: the job's build (kcontract.builds.artifact) names
 the cubin `Builds` found or compiled for this device's SM, its symbols' lowered names and the exports its launch
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kcontract.builds.artifact import KernelBuild, ModuleBuild
+from kcontract.builds.artifact import TRITON_SCRATCH, KernelBuild, ModuleBuild
 from kcontract.errors import EnvironmentProblem
 from kcontract.launch.base import KernelFailure
 from kcontract.capacity import out_of_memory
@@ -61,21 +62,32 @@ def load_cubin(cupy, module: ModuleBuild, symbols: dict[str, str], label: str):
                                  f"driver against the toolchain") from None
 
 
+def trailing_args(kind: str) -> tuple:
+    """The arguments a kernel kind's ABI takes after the problem's: Triton's scratch pointers, null (its compile
+    refuses a kernel that needs scratch memory); none for CUDA."""
+    return (np.uint64(0),) * TRITON_SCRATCH if kind == "triton" else ()
+
+
 class CudaLauncher:
-    """Loads an entry's (or control's) CUDA kernel for this GPU and runs problems through its launch steps."""
+    """Loads an entry's (or control's) compiled kernel, CUDA's or Triton's, for this GPU and runs problems through
+    its launch steps."""
+
+    trailing: tuple = ()  # arguments after the problem's, as the kernel kind's ABI takes them
 
     def __init__(self, loaded, entry, kernel, build: KernelBuild | None):
         import cupy
 
         self.cp = cupy
-        self.label = kernel.cuda.source
+        compiled = kernel.compiled
+        self.label = compiled.source
         self.sm = target_for(device_sm(cupy), list(loaded.targets))
         self.build = build
         self.module_info = self._module()
-        self.symbols = tuple(sorted(kernel.cuda.symbols.items()))  # role and instance, such as matmul<256, 2, 1>
-        self.module, self.functions = load_cubin(cupy, self.module_info, kernel.cuda.symbols, self.label)
+        self.symbols = tuple(sorted(compiled.symbols.items()))  # role and instance, such as matmul<256, 2, 1>
+        self.module, self.functions = load_cubin(cupy, self.module_info, compiled.symbols, self.label)
+        self.trailing = trailing_args(build.kind)
         exports, errors = build.only(self.sm)
-        shapes, more = launch_shapes(entry.family, sorted(kernel.cuda.symbols), entry.name, kernel.cuda.launch,
+        shapes, more = launch_shapes(entry.family, sorted(compiled.symbols), entry.name, compiled.launch,
                                      exports)
         errors += more
         if errors:
@@ -192,7 +204,7 @@ class CudaLauncher:
                                     f"problem does not hold")
             shape = self.shapes[step.role]
             args = tuple(self.tensor_map(values, step.tensor_maps[name], label) if name in step.tensor_maps
-                         else values[name] for name in step.args)
+                         else values[name] for name in step.args) + self.trailing
             self.functions[step.role](step.grid, (shape.threads, 1, 1), args, shared_mem=self.smem[step.role],
                                       stream=stream)
 

@@ -40,11 +40,11 @@ def carried_bench(loaded, previous: Receipt, replaced: set[str] = frozenset()) -
 
 def entry_source_sha256(loaded, name: str) -> str | None:
     """The sha256 of a CUDA entry's kernel source, or None for another entry."""
-    entry = next((e for e in loaded.entries if e.name == name and e.kernel.cuda is not None), None)
+    entry = next((e for e in loaded.entries if e.name == name and e.kernel.compiled is not None), None)
     if entry is None:
         return None
     base = Path(loaded.path).resolve().parent
-    return file_sha256(resolve_source(base, entry.kernel.cuda.source))
+    return file_sha256(resolve_source(base, entry.kernel.compiled.source))
 
 
 def entry_node_sha256(loaded, name: str) -> str:
@@ -61,11 +61,11 @@ def measured_for(loaded, name: str) -> dict:
 def _unchanged(loaded, previous: Receipt, name: str | None, then: str | None, node: str | None = None) -> bool:
     """The entry still exists with the kernel source it had when measured (`then`, else the previous receipt's
     `sources`, which receipts of the earlier whole-contract form list) and, where the item names it, its node."""
-    entry = next((e for e in loaded.entries if e.name == name and e.kernel.cuda is not None), None)
+    entry = next((e for e in loaded.entries if e.name == name and e.kernel.compiled is not None), None)
     if entry is None or (node is not None and node != entry_node_sha256(loaded, name)):
         return False
     base = Path(loaded.path).resolve().parent
-    source = resolve_source(base, entry.kernel.cuda.source).resolve().relative_to(base).as_posix()
+    source = resolve_source(base, entry.kernel.compiled.source).resolve().relative_to(base).as_posix()
     then = then or previous.sources.get(source)
     return then is not None and then == file_sha256(base / source)
 

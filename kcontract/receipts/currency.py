@@ -69,7 +69,7 @@ class ReceiptReport:
 def needs_gpu(loaded) -> bool:
     """Whether the contract's kernels run on a GPU (CUDA kernels or Python kernels on device arrays)."""
     kernels = [e.kernel for e in loaded.entries] + [c.kernel for c in loaded.controls]
-    return any(k.cuda is not None or k.device for k in kernels)
+    return any(k.compiled is not None or k.device for k in kernels)
 
 
 def refresh(loaded, receipt: Path | str, recheck: bool = False) -> str:

@@ -58,11 +58,11 @@ def kernel_files(loaded, kernel: KernelRef) -> list[Path]:
     """The files a kernel is built or imported from: a CUDA source, the local headers it includes and its patch;
     a Python kernel's module and every project module it imports (not kcontract, not installed packages)."""
     base = Path(loaded.path).resolve().parent
-    if kernel.cuda is not None:
-        source = resolve_source(base, kernel.cuda.source).resolve()
-        files = [source, *local_headers(source, include_dirs_of(kernel.cuda.options, base))]
-        if kernel.cuda.patch:
-            files.append(resolve_source(base, kernel.cuda.patch).resolve())
+    if kernel.compiled is not None:
+        source = resolve_source(base, kernel.compiled.source).resolve()
+        files = [source, *local_headers(source, include_dirs_of(kernel.compiled.options, base))]
+        if kernel.compiled.patch:
+            files.append(resolve_source(base, kernel.compiled.patch).resolve())
         return files
     root = import_roots(loaded.path)[-1]
     installed = installed_roots()

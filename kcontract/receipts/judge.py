@@ -99,7 +99,7 @@ def _machine_ask(loaded, key: tuple[str, str], known: _Facts, recheck: bool) -> 
     with `recheck` no earlier kcontract judged it (it runs again whatever the comparison finds); else None."""
     kind, name = key
     subject = loaded.entry(name) if kind == "entry" else loaded.control(name)
-    if not known.changes or len(known.changes) != len(known.files) or subject.kernel.cuda is None:
+    if not known.changes or len(known.changes) != len(known.files) or subject.kernel.compiled is None:
         return None
     if recheck and known.earlier:
         return None

@@ -63,7 +63,7 @@ class MachineCode:
         """Build, in one batch now and one per earlier commit, the kernels of every comparison `compare` will be
         asked for ((kernel, ran, recorded) each), so that it compiles nothing of its own; a build that fails is
         left for `compare` to report."""
-        found = [(kernel.cuda, commit, old) for kernel, ran, recorded in asks
+        found = [(kernel.compiled, commit, old) for kernel, ran, recorded in asks
                  for commit, old in [self._comparable(kernel, ran, recorded)] if not isinstance(old, Verdict)]
         if not found:
             return
@@ -78,13 +78,13 @@ class MachineCode:
 
     def compare(self, kernel, ran: dict, recorded: dict[str, str]) -> Verdict:
         """The row's kernel built from its commit's files and from today's, compared on every target SM."""
-        if kernel.cuda is None:
+        if kernel.compiled is None:
             return Verdict(False, "")
         commit, old = self._comparable(kernel, ran, recorded)
         if isinstance(old, Verdict):
             return old
         try:
-            return self._compare(kernel.cuda, old, commit)
+            return self._compare(kernel.compiled, old, commit)
         except KContractError as error:
             return Verdict(False, f"machine code not compared: {error.message}")
 

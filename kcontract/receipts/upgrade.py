@@ -142,9 +142,9 @@ def _keyed(loaded, item: dict, sources: dict) -> dict:
     """A mutation score or bench row with the sha256 of its entry's kernel source, from the old list."""
     if item.get("source_sha256"):
         return item
-    entry = next((e for e in loaded.entries if e.name == item.get("entry") and e.kernel.cuda is not None), None)
+    entry = next((e for e in loaded.entries if e.name == item.get("entry") and e.kernel.compiled is not None), None)
     if entry is None:
         return item
     base = Path(loaded.path).resolve().parent
-    rel = relative(resolve_source(base, entry.kernel.cuda.source).resolve(), base)
+    rel = relative(resolve_source(base, entry.kernel.compiled.source).resolve(), base)
     return {**item, "source_sha256": sources[rel]} if rel in sources else item

@@ -117,15 +117,15 @@ class RecordsReport:
 
 def recorded_kernels(loaded) -> list:
     """The CUDA kernels of the gate-5 entries and gate-5 controls."""
-    return [e.kernel.cuda for e in _entries(loaded)] + [c.kernel.cuda for c in _controls(loaded)]
+    return [e.kernel.compiled for e in _entries(loaded)] + [c.kernel.compiled for c in _controls(loaded)]
 
 
 def _entries(loaded) -> list:
-    return [e for e in loaded.entries if e.kernel.cuda is not None and RECORDS in e.gates]
+    return [e for e in loaded.entries if e.kernel.compiled is not None and RECORDS in e.gates]
 
 
 def _controls(loaded) -> list:
-    return [c for c in loaded.controls if c.gate == RECORDS and c.kernel.cuda is not None]
+    return [c for c in loaded.controls if c.gate == RECORDS and c.kernel.compiled is not None]
 
 
 @dataclass
@@ -162,7 +162,7 @@ def judge_kernel(loaded, entry, kernel, build: KernelBuild, *, root: Path | None
     verdict = KernelVerdict(entry.name, strict=strict)
     verdict.errors += [f"{build.shown} does not compile for {sm}" for sm in build.failures]
     verdict.findings = toolchain_findings(root, build.toolchain, build.compiler, list(build.skipped))
-    record, errors = fresh_record(entry, kernel.cuda, build, loaded.targets)
+    record, errors = fresh_record(entry, kernel.compiled, build, loaded.targets)
     verdict.errors += errors
     if record is None:
         return verdict
@@ -218,9 +218,11 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, bui
     report.build = built
     report.compile_failures = list(built.failures)
     fresh: dict[str, dict] = {}
+    tools: dict[str, tuple[str, list[str]]] = {}  # each entry kernel's toolchain id -> its compiler, SMs it skips
     for entry in entries:
-        record, errors = fresh_record(entry, entry.kernel.cuda, builds.kernel(entry.kernel.cuda, loaded.targets),
-                                      loaded.targets)
+        build = builds.kernel(entry.kernel.compiled, loaded.targets)
+        tools.setdefault(build.toolchain, (build.compiler, list(build.skipped)))
+        record, errors = fresh_record(entry, entry.kernel.compiled, build, loaded.targets)
         report.errors += errors
         if record is not None:
             fresh[entry.name] = record
@@ -228,13 +230,13 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, bui
         if report.errors or report.compile_failures:
             return report
         _update(loaded, report, fresh)
-    skipped = [sm for sm in report.targets if not report.toolchain.builds(sm)]
-    report.findings = toolchain_findings(report.root, report.toolchain.id, f"nvrtc {report.toolchain.nvrtc.version}",
-                                         skipped) if entries else []
+    report.findings = [line for tool, (compiler, skipped) in tools.items()
+                       for line in toolchain_findings(report.root, tool, compiler, skipped)]
     report.notes += orphan_records(loaded, report.root)
-    targets = [sm for sm in report.targets if sm not in skipped]
     for name, record in fresh.items():
-        rows, notes, _ = compare_committed(report.root, report.toolchain.id, targets, name, record)
+        skipped = tools[record["toolchain"]][1]
+        targets = [sm for sm in report.targets if sm not in skipped]
+        rows, notes, _ = compare_committed(report.root, record["toolchain"], targets, name, record)
         report.rows += rows
         report.notes += notes
         report.problems += _problems(name, record)
@@ -243,7 +245,7 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, bui
     report.baseline_problems = list(baseline.get("problems", []))
     for control in controls:
         entry = loaded.entry(control.entry)
-        build = builds.kernel(control.kernel.cuda, loaded.targets, entry.kernel.cuda)
+        build = builds.kernel(control.kernel.compiled, loaded.targets, entry.kernel.compiled)
         verdict = judge_kernel(loaded, entry, control.kernel, build, root=report.root, strict=strict)
         report.controls.append(control_verdict(control, verdict))
     return report
@@ -355,7 +357,7 @@ def _update(loaded, report: RecordsReport, fresh: dict[str, dict]) -> None:
                 report.changes.append(f"{name}: record removed ({_rel(path)}; no such CUDA gate-5 entry)")
     problems: list[str] = []
     for name, record in sorted(fresh.items()):
-        path = record_path(report.root, report.toolchain.id, name)
+        path = record_path(report.root, record["toolchain"], name)
         old = read_json(path)
         report.changes += _changes(name, old, record)
         if old != record or path.read_text() != dumps(record) + "\n":

@@ -234,9 +234,9 @@ def _family(loaded: LoadedContract, name: str) -> str:
 def _kernel(loaded: LoadedContract, contract_path: str, name: str, environ: Mapping[str, str]) -> str:
     """`\\n  kernel: kernels/x.cu` for a CUDA entry (its source as the workspace sees it), else ''."""
     entry = next((e for e in loaded.entries if e.name == name), None)
-    if entry is None or entry.kernel.cuda is None:
+    if entry is None or entry.kernel.compiled is None:
         return ""
-    source = resolve_source(Path(contract_path).parent, entry.kernel.cuda.source)
+    source = resolve_source(Path(contract_path).parent, entry.kernel.compiled.source)
     return f"\n  kernel: {shown_path(source, environ)}"
 
 

@@ -57,7 +57,7 @@ def jobs_for(loaded, tasks: list[Task], builds, device_sm: str | None = None) ->
     exports: dict[str, tuple] = {}
     for name in dict.fromkeys(t.entry for t in tasks):
         entry = loaded.entry(name)
-        exports[name] = _resolved(lambda: builds.family_exports(entry.kernel.cuda, entry.family))
+        exports[name] = _resolved(lambda: builds.family_exports(entry.kernel.compiled, entry.family))
     jobs = []
     for task in tasks:
         values, problem = exports[task.entry]
@@ -71,9 +71,9 @@ def _build(loaded, task: Task, builds, device_sm: str | None) -> KernelBuild | N
     entry = loaded.entry(task.entry)
     kernel = entry.kernel if task.kind == "entry" else loaded.control(task.name).kernel
     sms = task_sms(loaded, task, device_sm)
-    if kernel.cuda is None or not sms:
+    if kernel.compiled is None or not sms:
         return None
-    return builds.kernel(kernel.cuda, sms, entry.kernel.cuda)
+    return builds.kernel(kernel.compiled, sms, entry.kernel.compiled)
 
 
 def _resolved(resolve) -> tuple[object, tuple[str, str] | None]:

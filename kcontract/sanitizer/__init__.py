@@ -66,13 +66,13 @@ def targets(loaded, entries, with_controls: bool) -> list[Target]:
     """Every selected CUDA entry on its smallest case, then its CUDA controls on the same case."""
     found = []
     for entry in entries:
-        if entry.kernel.cuda is None:
+        if entry.kernel.compiled is None:
             continue
         case = smallest_case(entry)
         found.append(Target("entry", entry.name, entry.name, case))
         if with_controls:
             found += [Target("control", c.name, entry.name, case) for c in loaded.controls
-                      if c.entry == entry.name and c.kernel.cuda is not None and gate(c.gate).launches]
+                      if c.entry == entry.name and c.kernel.compiled is not None and gate(c.gate).launches]
     return found
 
 

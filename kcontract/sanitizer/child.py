@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     entry = loaded.entry(control.entry if control else name)
     family = entry.fresh_family(loaded.seed)
     kernel, builds = control.kernel if control else entry.kernel, Builds.of(loaded)
-    family.exports = builds.family_exports(entry.kernel.cuda, family)
+    family.exports = builds.family_exports(entry.kernel.compiled, family)
     family.store = ReferenceCache(reference_root(contract))
     launcher = launcher_for(kernel, loaded, entry, _build(builds, loaded, entry, kernel))
     try:
@@ -37,13 +37,13 @@ def main(argv: list[str]) -> int:
 
 def _build(builds: Builds, loaded, entry, kernel):
     """A CUDA kernel's build for this GPU (a Python kernel has none)."""
-    if kernel.cuda is None:
+    if kernel.compiled is None:
         return None
     import cupy
 
     from kcontract.launch.cuda import device_sm, target_for
 
-    return builds.kernel(kernel.cuda, [target_for(device_sm(cupy), list(loaded.targets))], entry.kernel.cuda)
+    return builds.kernel(kernel.compiled, [target_for(device_sm(cupy), list(loaded.targets))], entry.kernel.compiled)
 
 
 def _own_allocations() -> None:

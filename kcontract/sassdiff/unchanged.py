@@ -21,7 +21,7 @@ def unchanged_patches(loaded, builds, sass: bool = True) -> list[ContractError]:
     SM `builds` (kcontract.builds.builds.Builds) holds both modules of."""
     pairs = []
     for control in loaded.controls:
-        cuda = control.kernel.cuda
+        cuda = control.kernel.compiled
         if cuda is None or not cuda.patch:
             continue
         try:
@@ -34,7 +34,7 @@ def unchanged_patches(loaded, builds, sass: bool = True) -> list[ContractError]:
         if held:
             pairs.append((control, held))
     with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), len(pairs) or 1))) as pool:
-        kept = dict(pool.map(lambda item: (item[0].name, not _changes(item[0].kernel.cuda, item[1], builds, sass)),
+        kept = dict(pool.map(lambda item: (item[0].name, not _changes(item[0].kernel.compiled, item[1], builds, sass)),
                              _by_turns(pairs)))
     return [_refusal(loaded, control, sorted(held, key=loaded.targets.index), sass)
             for control, held in pairs if kept[control.name]]
@@ -44,7 +44,7 @@ def _by_turns(pairs: list) -> list:
     """The controls one source at a time in turn, so that workers do not wait on one source's disassembly."""
     by_source: dict[str, list] = {}
     for pair in pairs:
-        by_source.setdefault(pair[0].kernel.cuda.source, []).append(pair)
+        by_source.setdefault(pair[0].kernel.compiled.source, []).append(pair)
     queues = list(by_source.values())
     return [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
 
@@ -64,7 +64,7 @@ def _changes(cuda, held: dict, builds, sass: bool) -> bool:
 
 def _refusal(loaded, control, sms: list[str], sass: bool) -> ContractError:
     """The error that refuses a control's patch that changes nothing on `sms`."""
-    cuda = control.kernel.cuda
+    cuda = control.kernel.compiled
     path = f"controls[{control.index}].patch"
     what = "its machine code (normalised SASS)" if sass else "its bytes"
     return ContractError(loaded.path, loaded.lines.get(path), path,

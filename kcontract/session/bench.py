@@ -17,7 +17,7 @@ from kcontract.session.outputs import measured_at, require_receipt
 def bench_choice(loaded, only: tuple[str, ...], sizes: dict[str, tuple[int, ...]], receipt: str | None) -> list:
     """The CUDA entries `--only` picks (all by default), with `--size` names their families know."""
     require_receipt(receipt)
-    entries = [e for e in loaded.entries if e.kernel.cuda is not None and picked(e.name, only)]
+    entries = [e for e in loaded.entries if e.kernel.compiled is not None and picked(e.name, only)]
     if not entries:
         raise UsageError("no CUDA entry to bench" + (f" matches --only {' '.join(only)}" if only else ""))
     _refuse_unknown_sizes(entries, sizes)

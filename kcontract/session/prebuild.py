@@ -40,7 +40,7 @@ def _needs(loaded, builds, tasks: list[Task], device_sm: str | None) -> dict[tup
     own = None if device_sm is None else [target_for(device_sm, loaded.targets)]
     needs: dict[tuple, tuple[object, set[str]]] = {}
     for task in tasks:
-        cuda = kernels[task.name].cuda
+        cuda = kernels[task.name].compiled
         if cuda is None:
             continue
         every = own is None or RECORDS_GATE in task.gates

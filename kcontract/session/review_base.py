@@ -34,7 +34,7 @@ def base_contract(path: Path, shown: str) -> BaseContract:
     saved = list(sys.path)
     try:
         loaded = load_contract(str(path), import_kernels=False)
-        return BaseContract(loaded, loaded.raw, {e.name for e in loaded.entries if e.kernel.cuda is not None})
+        return BaseContract(loaded, loaded.raw, {e.name for e in loaded.entries if e.kernel.compiled is not None})
     except KContractError as error:
         return _lenient(path, shown, error)
     finally:
@@ -58,7 +58,7 @@ def entry_kernels(loaded, builds, base: BaseContract) -> list[EntryKernel]:
     """Each CUDA entry of the head's contract as sass-diff names its kernel, against the base's contract."""
     found = []
     for entry in loaded.entries:
-        cuda = entry.kernel.cuda
+        cuda = entry.kernel.compiled
         if cuda is None:
             continue
         moved = digest_of(node_in(base.raw, "entry", entry.name)) != digest_of(node_in(loaded.raw, "entry", entry.name))

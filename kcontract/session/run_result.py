@@ -80,4 +80,4 @@ def _summary(loaded: LoadedContract, tasks: list[Task], ran: list[Outcome], resu
 
 def _orphans(loaded: LoadedContract, whole: bool) -> list[str]:
     """A whole run of a contract with CUDA kernels notes record files with no entry."""
-    return orphan_records(loaded) if whole and any(e.kernel.cuda is not None for e in loaded.entries) else []
+    return orphan_records(loaded) if whole and any(e.kernel.compiled is not None for e in loaded.entries) else []

@@ -177,7 +177,7 @@ def _compile(result: Build, cache: CompileCache, todo: list[tuple], pending: dic
     finished: Counter = Counter()
     if progress is not None and todo:
         progress(Batch("", 0, 0, 0, len(todo)))
-    for done, (key, outcome) in enumerate(_run(sorted(todo, key=_cost, reverse=True), jobs), 1):
+    for done, (key, outcome) in enumerate(run_compiles(sorted(todo, key=_cost, reverse=True), jobs), 1):
         for unit, sm, facts in pending[key]:
             _keep(result, cache, key, unit, sm, facts, outcome)
             finished[unit.ident] += 1
@@ -203,12 +203,12 @@ def _cost(job: tuple) -> int:
     return len(job[2]) * len(job[4])
 
 
-def _run(todo: list[tuple], jobs: int) -> Iterator[tuple]:
-    """Compile jobs in this process, or in spawned workers when there are several (not inside a worker); each
-    (key, result) as it finishes."""
+def run_compiles(todo: list[tuple], jobs: int, work: Callable[[tuple], tuple] = compile_job) -> Iterator[tuple]:
+    """Run compile jobs (`work`: NVRTC's by default) in this process, or in spawned workers when there are several
+    (not inside a worker); each (key, result) as it finishes."""
     if len(todo) < 2 or jobs < 2 or multiprocessing.current_process().daemon:
-        yield from (compile_job(job) for job in todo)
+        yield from (work(job) for job in todo)
         return
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
-        yield from (future.result() for future in as_completed([pool.submit(compile_job, job) for job in todo]))
+        yield from (future.result() for future in as_completed([pool.submit(work, job) for job in todo]))

@@ -1,0 +1,112 @@
+"""Triton kernels as a compiled kind: compiled ahead of time for every target SM without a GPU, their launch records
+kept per Triton toolchain, their controls patches that must change machine code, and sass-diff across revisions."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from kcontract.cli import cli
+from tests.helpers.triton_project import SOURCE, TARGETS, committed, project
+
+pytest.importorskip("triton", reason="Triton is not installed: pip install 'kcontract[triton]'")
+
+COMMENT = ("    row = tl.program_id(0)", "    # a comment that plants nothing\n    row = tl.program_id(0)")
+EPS_AFTER = ("hidden.to(tl.float32)) + eps)", "hidden.to(tl.float32))) + eps")
+MORE_WORK = ("acc += h * h", "acc += h * h * h / h")
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_a_triton_entry_compiles_for_every_target_and_its_records_hold(tmp_path):
+    contract = project(tmp_path, controls={"more_work": (5, *MORE_WORK)})
+    updated = invoke("records", "--update", "--contract", str(contract))
+    assert updated.exit_code == 0, updated.output
+    folders = [p for p in (tmp_path / "records").iterdir() if p.is_dir()]
+    assert [p.name[:len("triton-")] for p in folders] == ["triton-"], folders
+    assert re.fullmatch(r"triton-\d+\.\d+\.\d+\+ptxas-[\d.+]+", folders[0].name), folders[0].name
+    record = json.loads((folders[0] / "triton_rms.json").read_text())
+    kernel = record["kernels"]["rmsnorm"]
+    assert record["source"] == SOURCE and sorted(kernel["sms"]) == sorted(TARGETS)
+    assert kernel["threads"] == 128 and kernel["mangled"] == "rms_norm_rows"
+    assert all(sm["registers"] > 0 and sm["spill_stores"] == 0 for sm in kernel["sms"].values())
+    done = invoke("check", "--contract", str(contract))
+    assert done.exit_code == 0, done.output
+    assert "gate 5: 7 current, 0 stale, 0 missing" in done.output, done.output
+    assert "more_work (gate 5, for triton_rms): red as planted: stale against triton_rms's record" in done.output
+
+
+def test_a_comment_only_triton_control_is_refused_and_a_real_one_is_not(tmp_path):
+    contract = project(tmp_path, controls={"comment": (1, *COMMENT), "eps_after_rsqrt": (1, *EPS_AFTER)})
+    assert invoke("records", "--update", "--contract", str(contract)).exit_code == 0
+    done = invoke("check", "--contract", str(contract))
+    assert done.exit_code == 2, done.output
+    errors = [line for line in done.output.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1, done.output
+    assert re.search(r"contract\.yaml:\d+: controls\[0\]\.patch: a patch that changes machine code; "
+                     r"controls/comment\.patch leaves every function of kernels/rms_norm_triton\.py with its "
+                     r"machine code \(normalised SASS\) on sm_80, .*sm_121", errors[0]), errors[0]
+
+
+def test_sass_diff_names_an_edited_triton_kernel_changed_and_the_untouched_one_identical(tmp_path):
+    contract = project(tmp_path, copies=("untouched",))
+    committed(tmp_path)
+    source = tmp_path / SOURCE
+    source.write_text(source.read_text().replace("mask=mask, other=0.0).to(tl.float32)\n        tl.store",
+                                                 "mask=mask, other=1.0).to(tl.float32)\n        tl.store"))
+    done = invoke("sass-diff", "--base", "HEAD", "--contract", str(contract))
+    assert done.exit_code == 0, done.output
+    assert "kernels/rms_norm_triton.py: SASS equal on 0 of 7 SMs, 0 of 1 functions" in done.output, done.output
+    assert "kernels/untouched.py: SASS equal on 7 of 7 SMs, 1 of 1 functions" in done.output, done.output
+    assert re.search(r"SASS-DIFF HEAD -> working tree: 2 sources, 2 functions x 7 SMs: 7 identical bytes, "
+                     r"0 identical SASS, 7 changed", done.output), done.output
+
+
+@pytest.mark.parametrize("symbol, said", [
+    ("rms_norm_rows(BLOCK=n)", r"kernel\.triton\.symbols: .*BLOCK is not a literal"),
+    ("rms_norm_rows(1024)", r"kernel\.triton\.symbols: .*is not a call of a jit function by keyword"),
+    ("rms_norm_rows(BLOCK=1024, num_warps=0)", r"kernel\.triton\.symbols: .*num_warps is a positive integer"),
+])
+def test_a_malformed_triton_symbol_is_one_line_at_its_entry(tmp_path, symbol, said):
+    contract = project(tmp_path, symbol=symbol)
+    done = invoke("check", "--contract", str(contract))
+    assert done.exit_code == 2 and "Traceback" not in done.output, done.output
+    assert re.search(rf"contract\.yaml:\d+: entries\[0\]\.{said}", done.output), done.output
+
+
+@pytest.mark.parametrize("symbol, said", [
+    ("rms_norm_rows(BLOK=1024)", "`rms_norm_rows` has no parameter BLOK"),
+    ("rms_norm_rows", "give constexpr BLOCK a value in the symbol"),
+    ("no_such_kernel(BLOCK=1024)", "rms_norm_triton.py has no @triton.jit function `no_such_kernel`"),
+])
+def test_a_triton_symbol_that_does_not_compile_says_why(tmp_path, symbol, said):
+    contract = project(tmp_path, symbol=symbol)
+    done = invoke("check", "--contract", str(contract))
+    assert done.exit_code != 0 and "Traceback" not in done.output, done.output
+    assert said in done.output, done.output
+
+
+def test_a_triton_kernel_is_launched_with_its_scratch_pointers_after_the_problems_arguments():
+    """Triton's ABI: the kernel's own parameters, then its global and profile scratch pointers, passed null."""
+    import numpy as np
+
+    from kcontract.launch.cuda import CudaLauncher, trailing_args
+    from kcontract.problem import KernelLaunch, LaunchShape
+
+    calls = []
+    launcher = object.__new__(CudaLauncher)
+    launcher.maps, launcher.smem, launcher.trailing = {}, {"rmsnorm": 16}, trailing_args("triton")
+    launcher.shapes = {"rmsnorm": LaunchShape("rmsnorm", 128)}
+    launcher.functions = {"rmsnorm": lambda grid, block, args, shared_mem, stream: calls.append((args, shared_mem))}
+    step = KernelLaunch("rmsnorm", (3, 1, 1), ("x", "w", "out", "hidden", "eps"))
+    values = {"x": "X", "w": "W", "out": "OUT", "hidden": np.int32(8), "eps": np.float32(1e-6)}
+    launcher.launch_steps((step,), values, stream=None, label="call")
+    (args, shared), = calls
+    assert args[:5] == ("X", "W", "OUT", np.int32(8), np.float32(1e-6)) and shared == 16
+    assert [(type(a), int(a)) for a in args[5:]] == [(np.uint64, 0)] * 2
+    assert trailing_args("cuda") == ()
