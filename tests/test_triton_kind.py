@@ -110,3 +110,19 @@ def test_a_triton_kernel_is_launched_with_its_scratch_pointers_after_the_problem
     assert args[:5] == ("X", "W", "OUT", np.int32(8), np.float32(1e-6)) and shared == 16
     assert [(type(a), int(a)) for a in args[5:]] == [(np.uint64, 0)] * 2
     assert trailing_args("cuda") == ()
+
+
+def test_without_triton_a_triton_entry_says_how_to_install_it_in_one_line(tmp_path, monkeypatch):
+    import sys
+
+    from kcontract.builds import triton as builder
+
+    contract = project(tmp_path)
+    monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
+    builder.find_triton.cache_clear()
+    try:
+        done = invoke("check", "--contract", str(contract))
+    finally:
+        builder.find_triton.cache_clear()
+    assert done.exit_code == 3 and "Traceback" not in done.output, done.output
+    assert "Triton kernels need Triton: pip install 'kcontract[triton]'" in done.output, done.output
