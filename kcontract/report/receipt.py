@@ -11,8 +11,8 @@ from kcontract.receipts.rows import cache_state
 
 GATE_HEADER = ["| entry | gate | verdict | checked | decided | bit-equal | within | failures | s |",
                "|---|---|---|---|---|---|---|---|---|"]
-BENCH_HEADER = ["| call | size | us | graph us | GB/s | of ceiling | TFLOP/s | peer | peer us | peer TFLOP/s |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+BENCH_HEADER = ["| entry | call | size | us | graph us | GB/s | of ceiling | TFLOP/s | peer | peer us | peer TFLOP/s |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 def receipt_markdown(receipt: Receipt, plots: list[tuple[str, bool]] = (), redraw: str = "") -> str:
@@ -149,7 +149,7 @@ def _bench_row(r: dict) -> str:
     share = (f"{100 * r['mma_ratio']:.0f} % mma, {100 * r['issued_ratio']:.0f} % issued" if "mma_ratio" in r
              else f"{100 * r.get('ratio', 0):.0f} %")
     size = ", ".join(f"{k} {v}" for k, v in (r.get("size") or {}).items())
-    return (f"| {r.get('call', '')} | {size} | {r.get('us')} | {r.get('graph_us')} | {r.get('gbps')} | {share} | "
+    return (f"| {r.get('entry', '')} | {r.get('call', '')} | {size} | {r.get('us')} | {r.get('graph_us')} | {r.get('gbps')} | {share} | "
             f"{r.get('tflops', '')} | {r.get('peer', '')} | {peer_us} | {r.get('peer_tflops') or ''} |")
 
 
