@@ -68,7 +68,7 @@ def test_launch_records_run_as_gate_5_without_a_gpu(repository_checked):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     loaded = load_contract(str(CONTRACT))
     for entry in loaded.entries:  # every symbol on every target SM
-        rows = len(entry.kernel.cuda.symbols) * len(loaded.targets)
+        rows = len(entry.kernel.compiled.symbols) * len(loaded.targets)
         assert re.search(rf"^{entry.name} gate 5 launch records: pass, {rows} symbol x SM rows, 0 failures",
                          proc.stdout, re.M), entry.name
     assert "2 controls: 2 red as planted, 0 missed; 0 limit problems" in proc.stdout

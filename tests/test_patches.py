@@ -171,15 +171,16 @@ def test_a_control_needs_a_patch_or_a_kernel(tmp_path):
 
 
 def test_the_repository_controls_are_patches_and_its_kernels_hold_no_hooks():
-    kernels = sorted((ROOT / "kernels").glob("*.cu*"))
+    kernels = sorted((ROOT / "kernels").glob("*.cu*")) + sorted((ROOT / "kernels").glob("*.py"))
     for path in kernels:
         text = path.read_text()
         assert not re.search(r"\b(WD|WP|WF)_[A-Z_]+\b", text), path
         assert not re.search(r"#\s*if(n?def)?\b(?!.*__CUDA_ARCH)", text), (path, "a switch on anything but the SM")
-    assert not list((ROOT / "controls").glob("*.cu")), "controls are patches, not sources that include a kernel"
+    assert not list((ROOT / "controls").glob("*.cu")) and not list((ROOT / "controls").glob("*.py")), \
+        "controls are patches, not sources that include a kernel"
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
     for control in loaded.controls:
-        cuda = control.kernel.cuda
-        entry = loaded.entry(control.entry).kernel.cuda
+        cuda = control.kernel.compiled
+        entry = loaded.entry(control.entry).kernel.compiled
         assert cuda.source == entry.source, control.name
         assert cuda.patch or cuda.launch != entry.launch, control.name  # a patch, or a launch of its own
