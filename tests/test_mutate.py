@@ -158,7 +158,7 @@ def test_mutate_refuses_unknown_and_python_entries():
     assert done.exit_code == 2 and "nope: no such entry" in done.output
     cpu = CliRunner().invoke(cli, ["mutate", "np_decode_d128_g4", "--contract",
                                    str(ROOT / "tests/contracts/cpu.yaml")])
-    assert cpu.exit_code == 2 and "mutate needs a CUDA kernel" in cpu.output
+    assert cpu.exit_code == 2 and "mutate needs a CUDA or Triton kernel" in cpu.output
 
 
 def test_a_mutants_diff_shows_the_line_before_and_after():
@@ -371,7 +371,7 @@ def test_argued_mutants_load_on_cuda_entries_only_and_stale_no_row(tmp_path):
         "    eps: 1.0e-6\n", "    eps: 1.0e-6\n    mutation: {equivalent: [{line: 3, change: '+ -> -', reason: 'r'}]}\n", 1)
     (tmp_path / "c.yaml").write_text(text)
     done = CliRunner().invoke(cli, ["check", "--contract", str(tmp_path / "c.yaml")])
-    assert done.exit_code == 2 and "argued mutants only on a CUDA kernel" in done.output, done.output
+    assert done.exit_code == 2 and "argued mutants only on a CUDA or Triton kernel" in done.output, done.output
     assert "mutation" in PROSE
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
     assert all(e.mutation is None or e.kernel.cuda is not None for e in loaded.entries)

@@ -126,3 +126,34 @@ def test_without_triton_a_triton_entry_says_how_to_install_it_in_one_line(tmp_pa
         builder.find_triton.cache_clear()
     assert done.exit_code == 3 and "Traceback" not in done.output, done.output
     assert "Triton kernels need Triton: pip install 'kcontract[triton]'" in done.output, done.output
+
+
+def test_triton_mutants_change_one_code_line_each_in_every_class():
+    from kcontract.mutate.triton_operators import CLASSES, triton_mutants
+    from tests.helpers.triton_project import ROOT
+
+    text = (ROOT / SOURCE).read_text()
+    lines = text.splitlines()
+    made = triton_mutants(text, ("x", "w", "out", "hidden", "eps"), 400, seed=3)
+    assert {m.kind for m in made} == set(CLASSES)
+    kept = {i + 1 for i, line in enumerate(lines)
+            if not line.lstrip().startswith(("def ", "@", "import ", '"""', "#")) and i + 1 > 15}
+    for m in made:
+        changed = [n + 1 for n, (a, b) in enumerate(zip(lines, m.source.splitlines())) if a != b]
+        assert changed == [m.line] and m.line in kept, (m.kind, m.change, changed)
+    assert len({m.source for m in made}) == len(made)  # no two mutants alike
+
+
+def test_mutate_prepares_a_triton_campaign_without_a_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    contract = project(tmp_path / "p")
+    report = tmp_path / "m.json"
+    done = invoke("mutate", "triton_rms", "--contract", str(contract), "--limit", "12", "--prepare-only", "--sm",
+                  "sm_90a", "--json", str(report))
+    assert done.exit_code == 0 and "Traceback" not in done.output, done.output
+    assert re.search(r"mutate triton_rms: 12 mutants in .*: \d+ do not compile, \d+ equivalent on sm_90a, \d+ to run",
+                     done.output), done.output
+    by_status = json.loads(report.read_text())["by_status"]
+    assert by_status.get("candidate", 0) > 0 and sum(by_status.values()) == 12, by_status
+    mutants = json.loads((tmp_path / "cache" / "mutants" / "triton_rms" / "campaign.json").read_text())["mutants"]
+    assert all(m["detail"].startswith("CompilationError error: ") for m in mutants if m["status"] == "stillborn")

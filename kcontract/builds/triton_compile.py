@@ -42,8 +42,9 @@ def compile_job(job: tuple) -> tuple[str, Compiled | Failed]:
         return key, _compile(source, Path(path), expression, sm)
     except SymbolError as error:
         return key, Failed(str(error))
-    except Exception as error:  # the user's module or Triton raised: its message is the log
-        return key, Failed(f"{type(error).__name__}: {error}")
+    except Exception as error:  # the user's module or Triton raised: its message first, then all it said
+        said = [line for line in str(error).splitlines() if line.strip()]
+        return key, Failed(f"{type(error).__name__} error: {said[-1] if said else ''}\n{error}")
 
 
 def _compile(source: bytes, path: Path, expression: str, sm: int) -> Compiled:

@@ -30,8 +30,10 @@ from kcontract.session.session import Session
 @user_errors
 def mutate_command(entry_name, contract_path, limit, mutant_seed, sm, cases, prepare_only, jobs, json_path,
                    receipt_path) -> None:
-    """Mutate ENTRY's CUDA source (operators, comparisons, +-1, barriers, buffers, math calls, constants), drop
-    mutants whose machine code on --sm is unchanged, run the rest under the entry's gates 1-4, report the score."""
+    """Mutate ENTRY's CUDA source (operators, comparisons, +-1, barriers, buffers, math calls, constants) or
+    Triton source (operators, comparisons, +-1, mask bounds, dropped other=, axes, dtypes, program ids, constants,
+    buffers), drop mutants whose machine code on --sm is unchanged, run the rest under the entry's gates 1-4,
+    report the score."""
     options = MutateOptions(limit, mutant_seed, sm, tuple(cases), prepare_only, jobs, json_path, receipt_path)
     mutated = mutate_session(Session(contract_path), entry_name, options, say, lambda units: RunProgress(out, units))
     for m in mutated.shown():

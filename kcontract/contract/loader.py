@@ -215,8 +215,9 @@ def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str,
         _check_cases(problems, family, kernel, base, memory)
         if entry.coverage is not None and kernel.cuda is None:
             problems.add(base + ["coverage"], "a coverage floor only on a CUDA kernel (its lines are counted)")
-        if entry.mutation is not None and kernel.cuda is None:
-            problems.add(base + ["mutation"], "argued mutants only on a CUDA kernel (`kcontract mutate` mutates it)")
+        if entry.mutation is not None and kernel.compiled is None:
+            problems.add(base + ["mutation"], "argued mutants only on a CUDA or Triton kernel (`kcontract mutate` "
+                         "mutates it)")
         entries.append(LoadedEntry(entry.name, entry.family, family, kernel, gates, entry.timeout,
                                    line_of(lines, base), i, entry.coverage, entry.mutation))
     controls = _controls(problems, model, entries, gates_of, lines, import_kernels)

@@ -18,20 +18,23 @@ def standin_document(loaded, here: Path, sm: str) -> dict:
 
 
 def standin_entry(loaded, entry, here: Path, cases: tuple[str, ...] = ()) -> dict:
-    """The entry as a contract in folder `here` would hold it: its resolved CUDA kernel (source by a relative path,
-    its folder on the include path for local headers), its launching gates, on `cases` of it or all."""
-    cuda = entry.kernel.cuda.model_dump(mode="json", exclude_none=True, exclude={"instances"})
+    """The entry as a contract in folder `here` would hold it: its resolved compiled kernel (source by a relative
+    path; a CUDA source's folder on the include path for local headers), its launching gates, on `cases` of it or
+    all."""
+    kind = entry.kernel.compiled_field
+    cuda = entry.kernel.compiled.model_dump(mode="json", exclude_none=True, exclude={"instances"})
     source = resolve_source(Path(loaded.path).resolve().parent, cuda["source"]).resolve()
     cuda["source"] = os.path.relpath(source, here)
-    cuda["options"] = [*cuda.get("options", []), f"-I{os.path.relpath(source.parent, here)}"]
+    if kind == "cuda":
+        cuda["options"] = [*cuda.get("options", []), f"-I{os.path.relpath(source.parent, here)}"]
     spec = entry.family.spec.model_dump(mode="json", exclude_none=True)
     if cases:
         spec["cases"] = [c for c in spec["cases"] if c["name"] in cases]
-    return {"name": entry.name, "family": entry.family.name, "kernel": {"cuda": cuda},
+    return {"name": entry.name, "family": entry.family.name, "kernel": {kind: cuda},
             "gates": [g for g in launching() if g in entry.gates], **spec}
 
 
 def source_label(loaded, entry, here: Path) -> str:
-    """The entry's CUDA source as a path relative to `here`, as a patch written there names it."""
-    return os.path.relpath(resolve_source(Path(loaded.path).resolve().parent, entry.kernel.cuda.source).resolve(),
+    """The entry's kernel source as a path relative to `here`, as a patch written there names it."""
+    return os.path.relpath(resolve_source(Path(loaded.path).resolve().parent, entry.kernel.compiled.source).resolve(),
                            here)

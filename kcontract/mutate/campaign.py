@@ -1,4 +1,4 @@
-"""A mutation campaign on one CUDA entry: mutants of its source, equivalent ones dropped by their SASS, the
+"""A mutation campaign on one compiled (CUDA or Triton) entry: mutants of its source, equivalent ones dropped by their SASS, the
 rest run under the entry's gates as controls standing in for it (so inputs and references come from the cache).
 
 A mutant is a patch of the production source, applied as a control's patch is (`kcontract.contract.patches`).
@@ -24,6 +24,7 @@ from kcontract.contract.paths import resolve_source
 from kcontract.contract.standins import source_label, standin_document, standin_entry
 from kcontract.gatetable import launching
 from kcontract.mutate.operators import CLASSES, Mutant, mutants
+from kcontract.mutate.triton_operators import triton_mutants
 from kcontract.sassdiff.same_code import same_machine_code
 from kcontract.toolchain.cache import CompileCache
 
@@ -114,13 +115,13 @@ def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int |
     """Write the mutants and their contract (on `cases` of the entry, or all), compile them for `sm`, drop
     stillborn and equivalent ones."""
     entry = loaded.entry(entry_name)
-    cuda = entry.kernel.cuda
+    cuda = entry.kernel.compiled
     base = Path(loaded.path).resolve().parent
     original = resolve_source(base, cuda.source).read_text()
     here = workdir(loaded, entry_name)
     shutil.rmtree(here, ignore_errors=True)
     here.mkdir(parents=True)
-    made = mutants(original, tuple(entry.family.kernel_abi()), limit, seed)
+    made = operators_for(entry.kernel)(original, tuple(entry.family.kernel_abi()), limit, seed)
     label = source_label(loaded, entry, here)
     for m in made:
         (here / f"{m.ident}.patch").write_text(make_patch(original, m.source, label))
@@ -132,6 +133,11 @@ def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int |
     write_contract(loaded, entry, here, [m for m in made if _status(campaign, m.ident) == "candidate"], sm, cases)
     save(campaign, here)
     return campaign
+
+
+def operators_for(kernel):
+    """The mutation operators of a kernel's kind: CUDA C++'s or Triton's."""
+    return triton_mutants if kernel.triton is not None else mutants
 
 
 def _status(campaign: Campaign, ident: str) -> str:
@@ -175,7 +181,7 @@ def _judge_compiles(campaign: Campaign, contract: Path, sm: str, jobs: int | Non
     original = built.module(by_patch[None], sm)
     if original is None:
         raise RuntimeError(f"{campaign.source} itself does not compile for {sm}")
-    own = set(loaded.entries[0].launched(loaded.entries[0].kernel.cuda.symbols))
+    own = set(loaded.entries[0].launched(loaded.entries[0].kernel.compiled.symbols))
     for m in campaign.mutants:
         unit = by_patch[f"{m.ident}.patch"]
         module = built.module(unit, sm)

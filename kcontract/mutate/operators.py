@@ -116,13 +116,14 @@ def _matching(code: str, open_at: int) -> int | None:
     return None
 
 
-def _swap_sites(source: str, names: tuple[str, ...]) -> list[tuple[str, int, int, int, str, str]]:
-    """Each use of an ABI buffer replaced by its neighbour in the ABI (a swapped buffer)."""
+def swap_sites(source: str, names: tuple[str, ...], spans: list[tuple[int, int, int]]
+                ) -> list[tuple[str, int, int, int, str, str]]:
+    """Each use of an ABI buffer in the code `spans` replaced by its neighbour in the ABI (a swapped buffer)."""
     lines = source.splitlines()
     present = [n for n in names if re.search(rf"\b{re.escape(n)}\b", source)]
     partner = {a: b for a, b in zip(present, present[1:] + present[:1])} if len(present) > 1 else {}
     sites = []
-    for number, start, end in code_spans(source):
+    for number, start, end in spans:
         code = lines[number - 1][start:end]
         for name, other in partner.items():
             for m in re.finditer(rf"\b{re.escape(name)}\b", code):
@@ -132,9 +133,17 @@ def _swap_sites(source: str, names: tuple[str, ...]) -> list[tuple[str, int, int
 
 def mutants(source: str, buffers: tuple[str, ...], limit: int, seed: int = 0,
             classes: tuple[str, ...] = CLASSES) -> list[Mutant]:
-    """Up to `limit` mutants, spread over the classes in turn, each class's sites sampled with the seed."""
+    """Up to `limit` mutants of a CUDA source, spread over the classes in turn, each class's sites sampled with
+    the seed."""
+    return chosen_mutants(source, _sites(source) + swap_sites(source, buffers, code_spans(source)), limit, seed,
+                          classes)
+
+
+def chosen_mutants(source: str, sites: list[tuple], limit: int, seed: int, classes: tuple[str, ...]) -> list[Mutant]:
+    """Up to `limit` of the sites (kind, line, start, end, replacement, description) as mutants, spread over the
+    classes in turn, each class's sites sampled with the seed."""
     by_kind: dict[str, list] = {kind: [] for kind in classes}
-    for site in _sites(source) + _swap_sites(source, buffers):
+    for site in sites:
         if site[0] in by_kind:
             by_kind[site[0]].append(site)
     rng = random.Random(seed)

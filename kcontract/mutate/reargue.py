@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcontract.contract.paths import resolve_source
-from kcontract.mutate.campaign import Campaign, MutantResult, score_pct
-from kcontract.mutate.operators import mutants
+from kcontract.mutate.campaign import Campaign, MutantResult, operators_for, score_pct
 
 SEED = 0  # the seed a score's campaign ran with where the score does not record one
 REJUDGED = ("survived", "argued", "uncovered")  # the statuses an argument can move a mutant between
@@ -32,10 +31,10 @@ def reargue(loaded, score: dict) -> tuple[dict, Reargued]:
     """The score with survivors and argued mutants judged again under the entry's arguments now."""
     name = score.get("entry", "")
     names = {e.name for e in loaded.entries}
-    if name not in names or loaded.entry(name).kernel.cuda is None:
+    if name not in names or loaded.entry(name).kernel.compiled is None:
         return score, Reargued(name, score.get("score_pct"), score.get("score_pct"), "no such CUDA entry")
     entry = loaded.entry(name)
-    base = resolve_source(_folder(loaded), entry.kernel.cuda.source)
+    base = resolve_source(_folder(loaded), entry.kernel.compiled.source)
     text = base.read_text()
     if hashlib.sha256(text.encode()).hexdigest() != score.get("source_sha256"):
         return score, Reargued(name, score.get("score_pct"), score.get("score_pct"), "its source changed since")
@@ -46,7 +45,7 @@ def reargue(loaded, score: dict) -> tuple[dict, Reargued]:
     if judged is None:
         return score, Reargued(name, score.get("score_pct"), score.get("score_pct"),
                                "its survivors are not the mutants its seed makes")
-    campaign = Campaign(name, entry.kernel.cuda.source, score["source_sha256"], score.get("sm", ""), SEED, judged)
+    campaign = Campaign(name, entry.kernel.compiled.source, score["source_sha256"], score.get("sm", ""), SEED, judged)
     campaign.argue(entry.mutation)
     updated = _recounted(score, campaign.counts())
     return updated, Reargued(name, score.get("score_pct"), updated["score_pct"])
@@ -58,7 +57,7 @@ def _folder(loaded) -> Path:
 
 def _judged(text: str, entry, score: dict) -> list[MutantResult] | None:
     """The score's survivors and argued mutants with their lines and changes, or None where a diff differs."""
-    made = {m.ident: m for m in mutants(text, tuple(entry.family.kernel_abi()), score["mutants"],
+    made = {m.ident: m for m in operators_for(entry.kernel)(text, tuple(entry.family.kernel_abi()), score["mutants"],
                                           score.get("seed", SEED))}
     judged = []
     for status, listed in (("survived", score.get("survivors", [])), ("argued", score.get("argued", []))):

@@ -97,13 +97,13 @@ def missed_lines(receipt: str | None, name: str, source_sha256: str) -> set[int]
 
 
 def _mutable(session, name: str, cases: tuple[str, ...]):
-    """The entry to mutate: one of the contract's, with a CUDA kernel and the cases named."""
+    """The entry to mutate: one of the contract's, with a compiled (CUDA or Triton) kernel and the cases named."""
     names = [e.name for e in session.loaded.entries]
     if name not in names:
         raise UsageError(f"{name}: no such entry in {session.path}; entries: {', '.join(names[:8])}")
     entry = session.loaded.entry(name)
-    if entry.kernel.cuda is None:
-        raise UsageError(f"{name}: mutate needs a CUDA kernel; its kernel is {entry.kernel.label}")
+    if entry.kernel.compiled is None:
+        raise UsageError(f"{name}: mutate needs a CUDA or Triton kernel; its kernel is {entry.kernel.label}")
     known = main_cases(entry.family)
     unknown = [c for c in cases if c not in known]
     if unknown:
@@ -115,7 +115,7 @@ def _campaign(loaded, entry, here: Path, options: MutateOptions, sm: str) -> Cam
     """The prepared campaign for this very source, limit, seed, SM and cases, else a new one."""
     campaign = load(here)
     if campaign is not None:
-        text = resolve_source(Path(loaded.path).resolve().parent, entry.kernel.cuda.source).read_bytes()
+        text = resolve_source(Path(loaded.path).resolve().parent, entry.kernel.compiled.source).read_bytes()
         same = (campaign.source_sha256 == hashlib.sha256(text).hexdigest() and campaign.sm == sm
                 and campaign.seed == options.seed and len(campaign.mutants) <= options.limit
                 and campaign.cases == list(options.cases))
