@@ -157,3 +157,11 @@ def test_mutate_prepares_a_triton_campaign_without_a_gpu(tmp_path, monkeypatch):
     assert by_status.get("candidate", 0) > 0 and sum(by_status.values()) == 12, by_status
     mutants = json.loads((tmp_path / "cache" / "mutants" / "triton_rms" / "campaign.json").read_text())["mutants"]
     assert all(m["detail"].startswith("CompilationError error: ") for m in mutants if m["status"] == "stillborn")
+
+
+def test_records_name_every_toolchain_that_built_the_entries(tmp_path):
+    contract = project(tmp_path)
+    done = invoke("records", "--update", "--contract", str(contract))
+    assert done.exit_code == 0, done.output
+    assert re.search(r"^RECORDS triton-\d+\.\d+\.\d+\+ptxas-[\d.+]+ in .*: 7 current, 0 stale, 0 missing", done.output,
+                     re.M), done.output

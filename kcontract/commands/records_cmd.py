@@ -37,7 +37,8 @@ def records_command(contract_path: str, update: bool, jobs: int | None, strict_r
     if update and (report.errors or failures):
         _refuse_update(report, failures)
     _show(report, session.loaded.targets, update, failures)
-    out.print(f"RECORDS {report.toolchain.id} in {report.root}: {records_summary(report)}", markup=False)
+    tools = ", ".join(report.toolchains) or report.toolchain.id
+    out.print(f"RECORDS {tools} in {report.root}: {records_summary(report)}", markup=False)
     passed = report.passed and not failures and not report.missed_controls
     sys.exit(int(ExitCode.OK if passed else ExitCode.FAILED))
 

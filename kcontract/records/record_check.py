@@ -87,6 +87,7 @@ class RecordsReport:
     build: Build | None = None
     compile_failures: list[Failure] = field(default_factory=list)  # of gate-5 kernels
     findings: list[str] = field(default_factory=list)  # what the toolchain in use cannot check (not failures)
+    toolchains: list[str] = field(default_factory=list)  # the ids of the toolchains that built the entries' kernels
 
     def count(self, status: str) -> int:
         """Entry rows with a status."""
@@ -226,6 +227,7 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, bui
         report.errors += errors
         if record is not None:
             fresh[entry.name] = record
+    report.toolchains = list(tools)
     if update:
         if report.errors or report.compile_failures:
             return report
