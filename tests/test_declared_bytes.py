@@ -123,3 +123,18 @@ def test_a_warm_cache_plans_by_what_the_gates_took_and_held_last(tmp_path):
     assert not holds_any(tmp_path)  # a lock is no stored object
     (tmp_path / "ab" / "abc.bin").touch()
     assert holds_any(tmp_path)
+
+
+def test_a_gate_that_took_references_another_gate_made_keeps_its_larger_cold_measure():
+    """A cold run where a sibling made the references first measures a gate short of what it takes alone."""
+    shared = {"inputs": {"hit": 0, "miss": 4}, "references": {"hit": 4, "miss": 0}}
+    alone = {"task": {"kind": "entry", "name": "a"}, "ran": {"device": "gpu"},
+             "gates": {"1": _gate(38.5, 8125.0, COLD)}}
+    helped = with_cold_measures({"task": {"kind": "entry", "name": "a"}, "ran": {"device": "gpu"},
+                                 "gates": {"1": _gate(13.7, 1290.0, shared)}}, alone)
+    assert helped["gates"]["1"]["cold"] == {"seconds": 38.5, "live_gpu_mb": 8125.0}
+    assert gate_seconds(_receipt([helped]), "gpu") == {("entry", "a", 1): 38.5}
+    assert gate_seconds(_receipt([helped]), "gpu", cold=False) == {("entry", "a", 1): 13.7}
+    slower = with_cold_measures({"task": {"kind": "entry", "name": "a"}, "ran": {"device": "gpu"},
+                                 "gates": {"1": _gate(50.0, 9000.0, shared)}}, alone)
+    assert "cold" not in slower["gates"]["1"] and gate_seconds(_receipt([slower]), "gpu") == {("entry", "a", 1): 50.0}

@@ -72,26 +72,48 @@ def computed_nothing(profile: dict) -> bool:
     return bool(counts) and took > 0 and computed == 0
 
 
+def took_references(profile: dict) -> bool:
+    """Whether a gate took any of its references from the cache (in a cold run: ones another gate made first)."""
+    references = profile.get("references")
+    return isinstance(references, dict) and references.get("hit", 0) > 0
+
+
 def cold_measures(result: dict) -> dict | None:
     """What a gate took and held the last time it computed its inputs and references (seconds, live_gpu_mb):
-    its own where it computed them, else those it carries (`cold`), else None."""
+    its own where it computed them, else those it carries (`cold`), else None. A gate that computed some but took
+    references from the cache measured less than its own cold cost: the larger of its seconds and what it carries."""
     profile = result.get("profile") if isinstance(result.get("profile"), dict) else {}
-    if not computed_nothing(profile):
-        return {"seconds": result.get("seconds"), "live_gpu_mb": profile.get("live_gpu_mb")}
-    return result.get("cold") if isinstance(result.get("cold"), dict) else None
+    carried = result.get("cold") if isinstance(result.get("cold"), dict) else None
+    if computed_nothing(profile):
+        return carried
+    own = {"seconds": result.get("seconds"), "live_gpu_mb": profile.get("live_gpu_mb")}
+    if carried is not None and took_references(profile) and (carried.get("seconds") or 0) > (own["seconds"] or 0):
+        return carried
+    return own
 
 
 def with_cold_measures(row: dict, before: dict | None) -> dict:
     """A row whose warm gates keep, as `cold`, the measures of the earlier row's run that computed their inputs
-    and references, so a cold run plans by what it will take and hold (receipts/durations.py)."""
+    and references, so a cold run plans by what it will take and hold (receipts/durations.py); a gate that took
+    references another gate made keeps them too where they are the larger."""
     earlier = (before or {}).get("gates") if isinstance((before or {}).get("gates"), dict) else {}
     for number, result in (row.get("gates") or {}).items():
-        if isinstance(result, dict) and computed_nothing(result.get("profile") or {}):
-            prior = earlier.get(number) if isinstance(earlier.get(number), dict) else None
-            cold = cold_measures(prior) if prior is not None else None
+        prior = earlier.get(number)
+        if isinstance(result, dict) and isinstance(prior, dict):
+            cold = _carried(result, cold_measures(prior))
             if cold is not None:
                 result["cold"] = cold
     return row
+
+
+def _carried(result: dict, cold: dict | None) -> dict | None:
+    """The earlier cold measures a gate's result keeps: all of them where it computed nothing, those of more
+    seconds where it took references from the cache; else none."""
+    profile = result.get("profile") if isinstance(result.get("profile"), dict) else {}
+    if cold is None or computed_nothing(profile):
+        return cold
+    longer = (cold.get("seconds") or 0) > (result.get("seconds") or 0)
+    return cold if took_references(profile) and longer else None
 
 
 def contract_keys(loaded) -> list[tuple[str, str]]:
