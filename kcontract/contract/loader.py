@@ -304,8 +304,8 @@ def _gates(problems: _Problems, entry: Entry, cls: type[Family], kernel: KernelR
                      "[]")
     for j, number in enumerate(entry.gates):
         if gate(number).kind is Kind.RECORDS and kernel.compiled is None:
-            problems.add(base + ["gates", j], f"gate {number} only with a compiled (CUDA or Triton) kernel (it checks compiled launch "
-                         "records)", _show(number))
+            problems.add(base + ["gates", j], f"gate {number} only with a compiled (CUDA or Triton) kernel (it "
+                         "checks compiled launch records)", _show(number))
         elif number not in fed:
             problems.add(base + ["gates", j], f"a gate family {cls.name} feeds ({_few(fed)})", _show(number))
         elif number in entry.gates[:j]:

@@ -22,15 +22,15 @@ def standin_entry(loaded, entry, here: Path, cases: tuple[str, ...] = ()) -> dic
     path; a CUDA source's folder on the include path for local headers), its launching gates, on `cases` of it or
     all."""
     kind = entry.kernel.compiled_field
-    cuda = entry.kernel.compiled.model_dump(mode="json", exclude_none=True, exclude={"instances"})
-    source = resolve_source(Path(loaded.path).resolve().parent, cuda["source"]).resolve()
-    cuda["source"] = os.path.relpath(source, here)
+    compiled = entry.kernel.compiled.model_dump(mode="json", exclude_none=True, exclude={"instances"})
+    source = resolve_source(Path(loaded.path).resolve().parent, compiled["source"]).resolve()
+    compiled["source"] = os.path.relpath(source, here)
     if kind == "cuda":
-        cuda["options"] = [*cuda.get("options", []), f"-I{os.path.relpath(source.parent, here)}"]
+        compiled["options"] = [*compiled.get("options", []), f"-I{os.path.relpath(source.parent, here)}"]
     spec = entry.family.spec.model_dump(mode="json", exclude_none=True)
     if cases:
         spec["cases"] = [c for c in spec["cases"] if c["name"] in cases]
-    return {"name": entry.name, "family": entry.family.name, "kernel": {kind: cuda},
+    return {"name": entry.name, "family": entry.family.name, "kernel": {kind: compiled},
             "gates": [g for g in launching() if g in entry.gates], **spec}
 
 

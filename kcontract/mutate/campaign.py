@@ -1,5 +1,6 @@
-"""A mutation campaign on one compiled (CUDA or Triton) entry: mutants of its source, equivalent ones dropped by their SASS, the
-rest run under the entry's gates as controls standing in for it (so inputs and references come from the cache).
+"""A mutation campaign on one compiled (CUDA or Triton) entry: mutants of its source, equivalent ones dropped by
+their SASS, the rest run under the entry's gates as controls standing in for it (so inputs and references come
+from the cache).
 
 A mutant is a patch of the production source, applied as a control's patch is (`kcontract.contract.patches`).
 Prepared on any machine with the toolchain (patches, a contract and cubins under the compile cache's
@@ -115,9 +116,9 @@ def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int |
     """Write the mutants and their contract (on `cases` of the entry, or all), compile them for `sm`, drop
     stillborn and equivalent ones."""
     entry = loaded.entry(entry_name)
-    cuda = entry.kernel.compiled
+    compiled = entry.kernel.compiled
     base = Path(loaded.path).resolve().parent
-    original = resolve_source(base, cuda.source).read_text()
+    original = resolve_source(base, compiled.source).read_text()
     here = workdir(loaded, entry_name)
     shutil.rmtree(here, ignore_errors=True)
     here.mkdir(parents=True)
@@ -125,7 +126,7 @@ def prepare(loaded, entry_name: str, limit: int, seed: int, sm: str, jobs: int |
     label = source_label(loaded, entry, here)
     for m in made:
         (here / f"{m.ident}.patch").write_text(make_patch(original, m.source, label))
-    campaign = Campaign(entry_name, cuda.source, hashlib.sha256(original.encode()).hexdigest(), sm, seed,
+    campaign = Campaign(entry_name, compiled.source, hashlib.sha256(original.encode()).hexdigest(), sm, seed,
                         [MutantResult(m.ident, m.kind, m.line, m.change, m.diff(original)) for m in made],
                         list(cases))
     contract = write_contract(loaded, entry, here, made, sm, cases)

@@ -69,10 +69,10 @@ class MachineCode:
             return
         try:
             sms = self._sms()
-            self.builds.build_each([([cuda for cuda, _, _ in found], sms)])
+            self.builds.build_each([([compiled for compiled, _, _ in found], sms)])
             for commit in dict.fromkeys(commit for _, commit, _ in found):
                 old = next(old for _, c, old in found if c == commit)
-                self._revision(commit, old).build_each([([cuda for cuda, c, _ in found if c == commit], sms)])
+                self._revision(commit, old).build_each([([compiled for compiled, c, _ in found if c == commit], sms)])
         except KContractError:  # `compare` says why, row by row
             pass
 
@@ -112,16 +112,16 @@ class MachineCode:
             self._revisions[commit] = self.builds.other_revision(old)
         return self._revisions[commit]
 
-    def _compare(self, cuda, old: Path, commit: str) -> Verdict:
+    def _compare(self, compiled, old: Path, commit: str) -> Verdict:
         builds, then = self.builds, self._revision(commit, old)
         tool = builds.toolchain
         sms = self._sms()
-        current, earlier = builds.build([cuda], sms), then.build([cuda], sms)
-        symbols, exported = list(cuda.symbols.values()), builds.unit(cuda).exports
+        current, earlier = builds.build([compiled], sms), then.build([compiled], sms)
+        symbols, exported = list(compiled.symbols.values()), builds.unit(compiled).exports
         for sm in sms:
-            a, b = earlier.module(then.unit(cuda), sm), current.module(builds.unit(cuda), sm)
+            a, b = earlier.module(then.unit(compiled), sm), current.module(builds.unit(compiled), sm)
             if a is None or b is None:
-                return Verdict(False, f"machine code not compared: {cuda.source} does not compile for {sm} "
+                return Verdict(False, f"machine code not compared: {compiled.source} does not compile for {sm} "
                                       f"{'now' if b is None else 'at ' + commit[:12]}")
             changed = same_machine_code(a, b, symbols, builds.cache)
             if changed:

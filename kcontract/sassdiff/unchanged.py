@@ -21,15 +21,15 @@ def unchanged_patches(loaded, builds, sass: bool = True) -> list[ContractError]:
     SM `builds` (kcontract.builds.builds.Builds) holds both modules of."""
     pairs = []
     for control in loaded.controls:
-        cuda = control.kernel.compiled
-        if cuda is None or not cuda.patch:
+        compiled = control.kernel.compiled
+        if compiled is None or not compiled.patch:
             continue
         try:
-            plain = cuda.model_copy(update={"patch": None})
+            plain = compiled.model_copy(update={"patch": None})
             builds.unit(plain)
         except KeyError:
             continue  # the unpatched kernel is no unit of this contract: nothing built to compare with
-        held = {sm: (builds.held(cuda, sm), builds.held(plain, sm)) for sm in loaded.targets}
+        held = {sm: (builds.held(compiled, sm), builds.held(plain, sm)) for sm in loaded.targets}
         held = {sm: pair for sm, pair in held.items() if pair[0] and pair[1]}
         if held:
             pairs.append((control, held))
@@ -49,10 +49,10 @@ def _by_turns(pairs: list) -> list:
     return [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
 
 
-def _changes(cuda, held: dict, builds, sass: bool) -> bool:
+def _changes(compiled, held: dict, builds, sass: bool) -> bool:
     """Whether the patch changes some symbol's machine code (`sass`; else its bytes) on some SM, looking first
     where the patched cubin is largest."""
-    symbols = list(cuda.symbols.values())
+    symbols = list(compiled.symbols.values())
     for sm in sorted(held, key=lambda sm: -Path(held[sm][0].cubin_path).stat().st_size):
         a, b = held[sm]
         if sass and same_machine_code(a, b, symbols, builds.cache):
@@ -64,9 +64,10 @@ def _changes(cuda, held: dict, builds, sass: bool) -> bool:
 
 def _refusal(loaded, control, sms: list[str], sass: bool) -> ContractError:
     """The error that refuses a control's patch that changes nothing on `sms`."""
-    cuda = control.kernel.compiled
+    compiled = control.kernel.compiled
     path = f"controls[{control.index}].patch"
     what = "its machine code (normalised SASS)" if sass else "its bytes"
     return ContractError(loaded.path, loaded.lines.get(path), path,
-                         f"a patch that changes machine code; {cuda.patch} leaves every function of {cuda.source} "
-                         f"with {what} on {', '.join(sms)}: plant the fault where it compiles to something")
+                         f"a patch that changes machine code; {compiled.patch} leaves every function of "
+                         f"{compiled.source} with {what} on {', '.join(sms)}: plant the fault where it compiles to "
+                         f"something")

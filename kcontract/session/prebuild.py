@@ -14,8 +14,8 @@ RECORDS_GATE = records_gate().number  # compiles for every target SM; the other 
 
 
 def prebuild(loaded, builds, tasks: list[Task], device_sm: str | None) -> str | None:
-    """Compile the tasks' CUDA units through `builds` (kcontract.builds.builds.Builds): for every target those of
-    the records gate's tasks (and every unit where no GPU is named), the others for the device's target and an
+    """Compile the tasks' CUDA and Triton units through `builds` (kcontract.builds.builds.Builds): for every target
+    those of the records gate's tasks (and every unit where no GPU is named), the others for the device's target and an
     entry's for the SM the parent reads exports from; one line saying what was built, or None when nothing was.
     Failures are left to the tasks, which report them by gate; a control's patch that changes no machine code is a
     ContractError."""
@@ -23,7 +23,7 @@ def prebuild(loaded, builds, tasks: list[Task], device_sm: str | None) -> str | 
     if not needs:
         return None
     began = time.monotonic()
-    asks = [([cuda], [sm for sm in loaded.targets if sm in sms]) for cuda, sms in needs.values()]
+    asks = [([compiled], [sm for sm in loaded.targets if sm in sms]) for compiled, sms in needs.values()]
     built = builds.build_each(asks)
     unchanged = unchanged_patches(loaded, builds, sass=False)
     if unchanged:
@@ -35,15 +35,16 @@ def prebuild(loaded, builds, tasks: list[Task], device_sm: str | None) -> str | 
 
 
 def _needs(loaded, builds, tasks: list[Task], device_sm: str | None) -> dict[tuple, tuple[object, set[str]]]:
-    """Each CUDA unit the tasks load, by ident: one of its kernels and the SMs it is needed for."""
+    """Each compiled unit the tasks load, by ident: one of its kernels and the SMs it is needed for."""
     kernels = {e.name: e.kernel for e in loaded.entries} | {c.name: c.kernel for c in loaded.controls}
     own = None if device_sm is None else [target_for(device_sm, loaded.targets)]
     needs: dict[tuple, tuple[object, set[str]]] = {}
     for task in tasks:
-        cuda = kernels[task.name].compiled
-        if cuda is None:
+        compiled = kernels[task.name].compiled
+        if compiled is None:
             continue
         every = own is None or RECORDS_GATE in task.gates
         exports = builds.exports_sms() if task.kind == "entry" else []  # a control's job takes its entry's exports
-        needs.setdefault(builds.unit(cuda).ident, (cuda, set()))[1].update(loaded.targets if every else own + exports)
+        wanted = loaded.targets if every else own + exports
+        needs.setdefault(builds.unit(compiled).ident, (compiled, set()))[1].update(wanted)
     return needs

@@ -58,10 +58,10 @@ def entry_kernels(loaded, builds, base: BaseContract) -> list[EntryKernel]:
     """Each CUDA entry of the head's contract as sass-diff names its kernel, against the base's contract."""
     found = []
     for entry in loaded.entries:
-        cuda = entry.kernel.compiled
-        if cuda is None:
+        compiled = entry.kernel.compiled
+        if compiled is None:
             continue
         moved = digest_of(node_in(base.raw, "entry", entry.name)) != digest_of(node_in(loaded.raw, "entry", entry.name))
-        found.append(EntryKernel(entry.name, cuda.source, builds.unit(cuda).shown, tuple(cuda.symbols.values()),
-                                 entry.name in base.cuda_entries, moved))
+        found.append(EntryKernel(entry.name, compiled.source, builds.unit(compiled).shown,
+                                 tuple(compiled.symbols.values()), entry.name in base.cuda_entries, moved))
     return found
