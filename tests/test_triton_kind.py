@@ -165,3 +165,14 @@ def test_records_name_every_toolchain_that_built_the_entries(tmp_path):
     assert done.exit_code == 0, done.output
     assert re.search(r"^RECORDS triton-\d+\.\d+\.\d+\+ptxas-[\d.+]+ in .*: 7 current, 0 stale, 0 missing", done.output,
                      re.M), done.output
+
+
+def test_a_triton_source_that_exits_on_import_fails_its_compile_and_check_goes_on(tmp_path):
+    contract = project(tmp_path)
+    source = tmp_path / SOURCE
+    source.write_text(source.read_text().replace("import triton\n", "import sys\nimport triton\nsys.exit(0)\n", 1))
+    done = invoke("check", "--contract", str(contract))
+    assert done.exit_code != 0 and "Traceback" not in done.output, done.output
+    assert "rms_norm_triton.py while compiling `rms_norm_rows(BLOCK=1024, num_warps=4, num_stages=1)` raised " \
+           "SystemExit(0)" in done.output, done.output
+    assert "SUMMARY check FAILED" in done.output, done.output

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kcontract.builds.artifact import TRITON_SCRATCH
 from kcontract.contract.triton_symbols import Symbol, SymbolError, parse_symbol
+from kcontract.usercode import UserCodeExit, user_code
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,9 @@ def compile_job(job: tuple) -> tuple[str, Compiled | Failed]:
     """(key, source bytes, source path, expression, SM number): the key and the compile or its failure."""
     key, source, path, expression, sm = job
     try:
-        return key, _compile(source, Path(path), expression, sm)
-    except SymbolError as error:
+        with user_code(f"{Path(path).name} while compiling `{expression}`"):
+            return key, _compile(source, Path(path), expression, sm)
+    except (SymbolError, UserCodeExit) as error:
         return key, Failed(str(error))
     except Exception as error:  # the user's module or Triton raised: its message first, then all it said
         said = [line for line in str(error).splitlines() if line.strip()]
