@@ -176,3 +176,21 @@ def test_a_triton_source_that_exits_on_import_fails_its_compile_and_check_goes_o
     assert "rms_norm_triton.py while compiling `rms_norm_rows(BLOCK=1024, num_warps=4, num_stages=1)` raised " \
            "SystemExit(0)" in done.output, done.output
     assert "SUMMARY check FAILED" in done.output, done.output
+
+
+def test_a_triton_whose_ptxas_does_not_run_is_one_environment_line(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from triton.backends.nvidia import compiler
+
+    from kcontract.builds import triton as builder
+
+    contract = project(tmp_path)
+    monkeypatch.setattr(compiler, "get_ptxas", lambda arch: SimpleNamespace(path=str(tmp_path / "no-ptxas")))
+    builder.find_triton.cache_clear()
+    try:
+        done = invoke("check", "--contract", str(contract))
+    finally:
+        builder.find_triton.cache_clear()
+    assert done.exit_code == 3 and "Traceback" not in done.output, done.output
+    assert re.search(r"Triton [\d.]+'s ptxas for sm_90 does not run \(.*\): reinstall Triton", done.output), done.output

@@ -24,6 +24,7 @@ from kcontract.contract.paths import resolve_source
 from kcontract.errors import EnvironmentProblem, KContractError
 from kcontract.toolchain.build import PTX_FILE, Batch, Build, Failure, Module, default_jobs, run_compiles
 from kcontract.toolchain.cache import compile_key, inputs_digest
+from kcontract.toolchain.exports import ExportError
 from kcontract.toolchain.resources import parse_ptxas_log
 
 META_FILE = "triton.json"  # Triton's metadata of a compile (shared bytes, warps, parameters), beside its cubin
@@ -107,7 +108,11 @@ def find_triton() -> TritonToolchain:
         raise EnvironmentProblem(INSTALL_HINT) from None
     versions = []
     for arch in (90, 100):
-        text = subprocess.run([get_ptxas(arch).path, "--version"], capture_output=True, text=True).stdout
+        try:
+            text = subprocess.run([get_ptxas(arch).path, "--version"], capture_output=True, text=True).stdout
+        except (OSError, RuntimeError) as error:
+            raise EnvironmentProblem(f"Triton {triton.__version__}'s ptxas for sm_{arch} does not run ({error}): "
+                                     f"reinstall Triton") from None
         found = re.search(r"V(\d+\.\d+\.\d+)", text)
         version = found.group(1) if found else "unknown"
         if version not in versions:
@@ -232,8 +237,6 @@ class TritonBuilder(CacheBacked):
         for name, expression in kernel.exports.items():
             value = values.get(expression)
             if not isinstance(value, int) or isinstance(value, bool):
-                from kcontract.toolchain.exports import ExportError
-
                 raise ExportError(f"{module.unit.shown} exports {name} as {expression!r}, which is no integer "
                                   f"constexpr of it nor shared, num_warps or num_stages")
             found[name] = value
