@@ -5,15 +5,14 @@ source written beside its own folder and imported, its jit function's signature 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import re
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from kcontract.builds.artifact import TRITON_SCRATCH
+from kcontract.contract.imports import import_text
 from kcontract.contract.triton_symbols import Symbol, SymbolError, parse_symbol
 from kcontract.usercode import UserCodeExit, user_code
 
@@ -57,7 +56,7 @@ def _compile(source: bytes, path: Path, expression: str, sm: int) -> Compiled:
 
     symbol = parse_symbol(expression)
     with tempfile.TemporaryDirectory(prefix="kcontract-triton-") as scratch:
-        module = _imported(source, path, Path(scratch))
+        module = import_text(source, path, Path(scratch), f"kcontract_triton_{path.stem}")
         function = getattr(module, symbol.function, None)
         if not isinstance(function, triton.runtime.jit.JITFunction):
             raise SymbolError(f"{path.name} has no @triton.jit function `{symbol.function}`")
@@ -84,22 +83,6 @@ def _compile(source: bytes, path: Path, expression: str, sm: int) -> Compiled:
              "params": params,
              "constexprs": {k: v for k, v in constexprs.items()}, "triton": triton.__version__}
     return Compiled(kernel.asm["cubin"], {expression: meta.name}, log.getvalue(), kernel.asm["ptx"], facts)
-
-
-def _imported(source: bytes, path: Path, scratch: Path):
-    """The (patched) source imported from a file of its own name in `scratch`, its folder on the path for the
-    modules beside it."""
-    copy = scratch / path.name
-    copy.write_bytes(source)
-    name = f"kcontract_triton_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, copy)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(path.parent))
-    return module
 
 
 def _signature(function, symbol: Symbol) -> tuple[dict[str, str], dict[str, object]]:

@@ -41,16 +41,20 @@ from kcontract.session.writers import writers
 @click.option("--profile", is_flag=True, help="Print seconds per stage and peak memory of every gate.")
 @click.option("--sanitize", is_flag=True,
               help="Instead of the gates: each CUDA entry's smallest case, and its controls, under compute-sanitizer.")
+@click.option("--interpret", is_flag=True,
+              help="Only Triton kernels, through Triton's interpreter on the CPU: a double whose bits are numpy's.")
 @strict_records_option
 @click.option("--verbose", "-v", is_flag=True, help="Tracebacks of failing kernels and every control's evidence.")
 @user_errors
 def run_command(contract_path, only, control_names, gate, case, seed, no_controls, jobs, json_path, junit_path,
-                shard_text, receipt_path, stale, recheck, no_cache, profile, sanitize, strict_records, verbose) -> None:
+                shard_text, receipt_path, stale, recheck, no_cache, profile, sanitize, interpret, strict_records,
+                verbose) -> None:
     """Run the contract: each entry's gates, each control at its gate, and print the SUMMARY line."""
     session = Session(contract_path, progress=CompileProgress(err))
-    selection = Selection(tuple(only), tuple(control_names), gate, case, seed, no_controls, strict_records)
+    selection = Selection(tuple(only), tuple(control_names), gate, case, seed, no_controls, strict_records, interpret)
     if sanitize:
-        sanitize_run(session, selection, jobs, json_path, refused=bool(receipt_path or junit_path or shard_text))
+        sanitize_run(session, selection, jobs, json_path,
+                     refused=bool(receipt_path or junit_path or shard_text or interpret))
     options = RunOptions(selection, parse_shard(shard_text) if shard_text is not None else None, receipt_path, stale,
                          recheck, not no_cache, jobs, json_path, junit_path)
     listeners = run_listeners(session, profile=profile, verbose=verbose) + writers(session, options)

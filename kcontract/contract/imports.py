@@ -1,7 +1,9 @@
-"""Where Python kernels and families import from: the contract's folder and its project root, as pytest does."""
+"""Where Python kernels and families import from: the contract's folder and its project root, as pytest does; and
+a kernel source imported from its (patched) text."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -27,3 +29,18 @@ def add_import_roots(contract_path: str | Path) -> None:
         if text in sys.path:
             sys.path.remove(text)
         sys.path.insert(0, text)
+
+
+def import_text(source: bytes, path: Path, scratch: Path, name: str):
+    """`source` (a kernel file's text, a patch applied) imported as module `name` from a file of `path`'s name in
+    `scratch`, `path`'s folder on sys.path for the modules beside it."""
+    copy = scratch / path.name
+    copy.write_bytes(source)
+    spec = importlib.util.spec_from_file_location(name, copy)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module

@@ -9,9 +9,14 @@ from kcontract.errors import EnvironmentProblem
 from kcontract.launch.base import Launcher
 
 
-def launcher_for(kernel: KernelRef, loaded=None, entry=None, build=None) -> Launcher:
+def launcher_for(kernel: KernelRef, loaded=None, entry=None, build=None, interpret: bool = False) -> Launcher:
     """The launcher for a kernel reference (a CUDA kernel needs the contract, its entry and its build, the
-    kcontract.builds.artifact.KernelBuild its job carries)."""
+    kcontract.builds.artifact.KernelBuild its job carries; `interpret`: a Triton kernel runs through Triton's
+    interpreter on the CPU)."""
+    if interpret and kernel.triton is not None:
+        from kcontract.launch.interpret import InterpretLauncher
+
+        return InterpretLauncher(loaded, kernel)
     if kernel.python is not None and not kernel.device:
         from kcontract.launch.python import PythonLauncher
 

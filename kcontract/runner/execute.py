@@ -81,7 +81,7 @@ def execute(job: Job, report: Callable[[Progress], None] = lambda p: None, fresh
         family.store = ReferenceCache(reference_root(task.contract_path), enabled=task.cache)
         ctx = GateContext(loaded, entry, family, kernel, task.seed, task.contract_path, task.case,
                           control=task.name if task.kind == "control" else None,
-                          make_launcher=lambda: launcher_for(kernel, loaded, entry, job.build),
+                          make_launcher=lambda: launcher_for(kernel, loaded, entry, job.build, task.interpret),
                           progress=lambda gate, case: report(Progress(task, gate, case)),
                           references=family.store, strict_records=task.strict_records, build=job.build)
         control = loaded.control(task.name) if task.kind == "control" else None

@@ -28,12 +28,20 @@ class RunOptions:
 
     def check(self) -> None:
         """Refuse the combinations a run cannot honour."""
+        self._check_interpret()
         self._check_stale()
         partial = self.selection.partial
         if self.receipt and partial:
             raise UsageError(f"--receipt attests the whole contract: drop {PARTIAL}")
         if self.shard and partial:
             raise UsageError(f"--shard {self.shard} splits the whole contract: drop {PARTIAL}")
+
+    def _check_interpret(self) -> None:
+        """`--interpret` runs a double of the GPU's run: it attests nothing a receipt keeps."""
+        if self.selection.interpret and (self.receipt or self.shard):
+            given = "--receipt" if self.receipt else "--shard"
+            raise UsageError(f"--interpret runs Triton kernels in Triton's interpreter, whose bits are numpy's, not a "
+                             f"GPU's: it writes no receipt; drop {given}")
 
     def _check_stale(self) -> None:
         """`--stale` and `--recheck` need a receipt and the whole contract."""

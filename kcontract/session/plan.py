@@ -12,6 +12,7 @@ from kcontract.errors import UsageError
 from kcontract.family.cases import family_cases, main_cases
 from kcontract.gatetable import gate
 from kcontract.verdict.outcome import Task
+from kcontract.verdict.summary import plural
 
 
 @dataclass(frozen=True)
@@ -25,12 +26,13 @@ class Selection:
     seed: int | None = None
     no_controls: bool = False
     strict_records: bool = False
+    interpret: bool = False  # Triton kernels only, through Triton's interpreter on the CPU
 
     @property
     def partial(self) -> bool:
         """Whether the run leaves part of the contract out."""
         return bool(self.only or self.controls or self.gate is not None or self.case is not None or
-                    self.no_controls)
+                    self.no_controls or self.interpret)
 
 
 @dataclass
@@ -50,7 +52,7 @@ def plan_tasks(loaded: LoadedContract, contract_path: str, sel: Selection, cache
     controls = _chosen_controls(loaded, sel, {e.name for e in entries})
     seed = loaded.seed if sel.seed is None else sel.seed
     task = functools.partial(Task, contract_path=contract_path, seed=seed, case=sel.case, cache=cache,
-                             strict_records=sel.strict_records)
+                             strict_records=sel.strict_records, interpret=sel.interpret)
     tasks = _entry_tasks(loaded, sel, entries, task) + _control_tasks(loaded, sel, controls, task)
     _refuse_empty(loaded, tasks, sel, [e.name for e in entries] + [c.entry for c in controls])
     return [t for t in tasks if t.gates]
@@ -77,7 +79,37 @@ def _chosen_entries(loaded: LoadedContract, contract_path: str, sel: Selection) 
         names = [e.name for e in loaded.entries]
         raise UsageError(f"--only {' '.join(sel.only)} matches no entry; entries: {_few(names)}")
     _refuse_unknown_controls(loaded, contract_path, sel)
+    if sel.interpret:
+        entries = _interpretable(loaded, sel, entries)
     return [] if sel.controls else entries
+
+
+def _interpretable(loaded: LoadedContract, sel: Selection, entries: list) -> list:
+    """`--interpret`: the entries of Triton kernels among those picked; a selection with none, or `--control`
+    naming a control of another kind, is a usage error."""
+    triton = [e.name for e in loaded.entries if e.kernel.triton is not None]
+    if not triton:
+        raise UsageError(f"--interpret runs Triton kernels through Triton's interpreter, and {loaded.path} has no "
+                         f"Triton entry")
+    others = [c for c in sel.controls if loaded.entry(loaded.control(c).entry).kernel.triton is None]
+    if others:
+        raise UsageError(f"--interpret --control {', '.join(others)}: not a control of a Triton entry; Triton "
+                         f"entries: {_few(triton)}")
+    kept = [e for e in entries if e.kernel.triton is not None]
+    if sel.only and not kept:
+        raise UsageError(f"--interpret runs Triton kernels, and --only {' '.join(sel.only)} picks none; Triton "
+                         f"entries: {_few(triton)}")
+    return kept
+
+
+def interpret_note(loaded: LoadedContract, tasks: list[Task]) -> str:
+    """What `--interpret` runs and leaves out, in one line."""
+    entries = {t.name for t in tasks if t.kind == "entry"}
+    controls = {t.name for t in tasks if t.kind == "control"}
+    others = sum(e.kernel.triton is None for e in loaded.entries)
+    return (f"--interpret: {plural(len(entries), 'Triton entry', 'Triton entries')} and "
+            f"{plural(len(controls), 'control')} through Triton's interpreter on the CPU (numpy's arithmetic, not "
+            f"a GPU's); {plural(others, 'entry', 'entries')} of other kernel kinds not run")
 
 
 def _refuse_unknown_controls(loaded: LoadedContract, contract_path: str, sel: Selection) -> None:

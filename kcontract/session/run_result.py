@@ -72,7 +72,8 @@ def _summary(loaded: LoadedContract, tasks: list[Task], ran: list[Outcome], resu
     entries, controls, planted = result.entries, result.controls, result.planted
     cases = {t.case for t in tasks}  # one case selected for every task (`--case`), or gates split by case
     summary = summarise(entries, controls, loaded.known_findings, planted, _orphans(loaded, whole),
-                        gates=[g for t in tasks for g in t.gates], case=next(iter(cases)) if len(cases) == 1 else None)
+                        gates=[g for t in tasks for g in t.gates], case=next(iter(cases)) if len(cases) == 1 else None,
+                        interpreted=bool(tasks) and all(t.interpret for t in tasks))
     if not summary.interrupted and (tasks or not empty_ok):
         summary.unchecked = unchecked(tasks, ran) + disagreements(summary, tasks)
     return summary

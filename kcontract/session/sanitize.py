@@ -15,7 +15,7 @@ from kcontract.sanitizer import TOOLS, Finding, Target, sanitize, targets, verdi
 
 TIMEOUT = 600.0  # seconds one sanitized launch may take (racecheck runs a kernel some 100 times slower)
 REFUSED = ("--sanitize runs each entry's smallest case at the contract's seed: drop --gate, --case, --seed, --shard, "
-           "--receipt and --junit")
+           "--receipt, --junit and --interpret")
 
 
 @dataclass

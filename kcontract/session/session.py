@@ -23,7 +23,8 @@ from kcontract.refcache import holds_any, reference_root
 from kcontract.report.json_report import run_document
 from kcontract.session.listeners import Listeners, RunListener
 from kcontract.session.options import RunOptions
-from kcontract.session.plan import Plan, declared_as_held, plan_tasks, split_by_case
+from kcontract.launch.interpret import interpreter_ready
+from kcontract.session.plan import Plan, declared_as_held, interpret_note, plan_tasks, split_by_case
 from kcontract.session.prebuild import prebuild
 from kcontract.session.preflight import Ready, check_machine
 from kcontract.session.run_result import RunResult, run_contract, work_units
@@ -72,6 +73,8 @@ class Session:
         """Check the machine the tasks need (the toolchain where CUDA kernels compile, the GPU where they launch,
         writable outputs) and build every cubin they load once; the lines to say."""
         by_name, gpu = kernels(self.loaded), self.on_gpu(tasks)
+        if any(t.interpret for t in tasks):
+            interpreter_ready()
         ready = self.machine(cuda=any(by_name[t.name].cuda is not None for t in tasks), gpu=bool(gpu),
                              outputs=outputs, names=gpu, path=path)
         built = prebuild(self.loaded, self.builds, tasks, ready.sm)
@@ -107,6 +110,8 @@ class Session:
         if refresh is not None:
             plan.tasks = refresh.select(tasks)
             plan.notes.append(refresh.line())
+        if options.selection.interpret:
+            plan.notes.append(interpret_note(self.loaded, plan.tasks))
         if options.shard:
             part = shard_tasks(self.loaded, plan.tasks, options.shard)
             plan.tasks, plan.covers = part.tasks, part.covers
@@ -190,5 +195,5 @@ def kernels(loaded) -> dict:
 def on_gpu(loaded, tasks: list[Task]) -> list[str]:
     """The tasks' kernels that launch on a GPU."""
     by_name = kernels(loaded)
-    return sorted({t.name for t in tasks if by_name[t.name].launcher() != "python"
+    return sorted({t.name for t in tasks if by_name[t.name].launcher() != "python" and not t.interpret
                    and any(g in launching() for g in t.gates)})

@@ -27,6 +27,7 @@ class Task:
     cache: bool = True  # take references from the on-disk cache (False: `--no-cache`)
     strict_records: bool = False  # gate 5's toolchain findings fail (`--strict-records`)
     device_bytes: int = 0  # device memory its largest case holds at once (its calls' buffers and reference)
+    interpret: bool = False  # its Triton kernel runs through Triton's interpreter on the CPU (`--interpret`)
 
     @property
     def key(self) -> tuple:

@@ -49,6 +49,7 @@ class Summary:
     limit_problems: int = 0
     judged: list[int] = field(default_factory=lambda: list(judged_numbers()))  # the gates kernels pass or fail on
     case: str | None = None  # the one case the run covered (`--case`), if any
+    interpreted: bool = False  # its kernels ran through Triton's interpreter on the CPU (`--interpret`)
     failing_entries: list[str] = field(default_factory=list)
     missed_controls: list[str] = field(default_factory=list)
     stale_known: list[str] = field(default_factory=list)  # known findings whose gate now passes
@@ -66,7 +67,8 @@ class Summary:
 
     def line(self) -> str:
         """The one line every run ends with."""
-        covered = gates_phrase(self.judged) + (f" (case {self.case})" if self.case else "")
+        covered = gates_phrase(self.judged) + (f" (case {self.case})" if self.case else "") + \
+            (" in Triton's interpreter (numpy's bits, not a GPU's)" if self.interpreted else "")
         text = (f"SUMMARY {self.kernels} kernels: {self.passed} pass {covered}, {self.failed} fail, "
                 f"{self.known} known findings; {self.controls} controls: {self.red} red as planted, "
                 f"{self.missed} missed; {self.limit_problems} limit problems")
@@ -98,13 +100,14 @@ def judged_gates(gates: list[int]) -> list[int]:
 
 def summarise(entries: list[Outcome], controls: list[Outcome], known: list[KnownFinding],
               control_gates: dict[str, int], record_notes: list[str] = (), gates: list[int] | None = None,
-              case: str | None = None) -> Summary:
+              case: str | None = None, interpreted: bool = False) -> Summary:
     """Entries pass when every red gate they are judged on is a known finding; controls count when red at their
     gate. `gates` are the gates the run covered (default: every gate that ran)."""
     ran_gates = gates if gates is not None else [g for o in entries + controls for g in o.task.gates]
     judged = judged_gates(ran_gates)
     accepted = {(k.entry, k.gate) for k in known}
-    s = Summary(kernels=len(entries), controls=len(controls), judged=judged, case=case, notes=list(record_notes))
+    s = Summary(kernels=len(entries), controls=len(controls), judged=judged, case=case, notes=list(record_notes),
+                interpreted=interpreted)
     s.environment = sorted({o.detail for o in [*entries, *controls] if o.status == "environment"})
     s.interrupted = any(o.status == "interrupted" for o in [*entries, *controls])
     findings: dict[str, None] = {}

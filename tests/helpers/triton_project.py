@@ -17,22 +17,24 @@ SYMBOL = "rms_norm_rows(BLOCK=1024, num_warps=4, num_stages=1)"
 TARGETS = ["sm_80", "sm_86", "sm_89", "sm_90a", "sm_100", "sm_120", "sm_121"]
 
 
-def entry(name: str, source: str = SOURCE, symbol: str = SYMBOL) -> dict:
-    """An rmsnorm entry of a Triton kernel with two small cases."""
+CASES = ({"name": "m16_h4096", "hidden": 4096, "rows": 16}, {"name": "m4_h9001", "hidden": 9001, "rows": 4})
+
+
+def entry(name: str, source: str = SOURCE, symbol: str = SYMBOL, cases: tuple[dict, ...] = CASES) -> dict:
+    """An rmsnorm entry of a Triton kernel with small cases."""
     return {"name": name, "family": "rmsnorm", "kernel": {"triton": {"source": source, "symbols": {"rmsnorm": symbol}}},
-            "eps": 1.0e-6, "cases": [{"name": "m16_h4096", "hidden": 4096, "rows": 16},
-                                     {"name": "m4_h9001", "hidden": 9001, "rows": 4}]}
+            "eps": 1.0e-6, "cases": list(cases)}
 
 
 def project(folder: Path, *, controls: dict[str, tuple[int, str, str]] | None = None,
-            copies: tuple[str, ...] = (), symbol: str = SYMBOL) -> Path:
-    """The contract's path: entry `triton_rms` (and `copy_<name>` of each copy's file), and a control per
+            copies: tuple[str, ...] = (), symbol: str = SYMBOL, cases: tuple[dict, ...] = CASES) -> Path:
+    """The contract's path: entry `triton_rms` of `cases` (and `copy_<name>` of each copy's file), and a control per
     `controls` item, name -> (gate, text replaced, its replacement) in the source."""
     (folder / "kernels").mkdir(parents=True, exist_ok=True)
     (folder / "controls").mkdir(exist_ok=True)
     shutil.copy(ROOT / SOURCE, folder / SOURCE)
     text = (ROOT / SOURCE).read_text()
-    entries = [entry("triton_rms", symbol=symbol)]
+    entries = [entry("triton_rms", symbol=symbol, cases=cases)]
     for name in copies:
         shutil.copy(ROOT / SOURCE, folder / "kernels" / f"{name}.py")
         entries.append(entry(f"copy_{name}", f"kernels/{name}.py"))
