@@ -26,7 +26,7 @@ from kcontract.contract.triton_symbols import parse_symbol
 from kcontract.errors import EnvironmentProblem, KContractError
 from kcontract.launch.base import KernelFailure
 from kcontract.launch.python import poisoned
-from kcontract.numerics import rn_bits
+from kcontract.numerics import from_bits, rn_bits
 from kcontract.problem import Problem, built
 from kcontract.usercode import UserCodeExit, user_code
 
@@ -63,12 +63,14 @@ def interpreting_triton():
 def faithful():
     """Triton's interpreter made to do what a compiled kernel does where it is known not to: a runtime scalar's
     `__index__` works on every numpy (releases before triton-lang/triton 9171 call int() on a one-element array,
-    which numpy 2.4 refuses), and an fp32 value cast to bf16 rounds to nearest even, as `cvt.rn.bf16.f32` does
-    (the interpreter cuts the low bits off)."""
+    which numpy 2.4 refuses); an fp32 value cast to bf16 rounds to nearest even, as `cvt.rn.bf16.f32` does (the
+    interpreter cuts the low bits off); and tl.dot of bf16 tiles multiplies their values (the interpreter
+    multiplies their bit patterns), each tile's products summed exactly and rounded to fp32 once, then added to the
+    accumulator in fp32."""
     from triton.runtime import interpreter
 
     builder, original_patch = interpreter.InterpreterBuilder, interpreter._patch_lang_tensor
-    originals = {name: getattr(builder, name) for name in ("cast_impl", "create_fp_to_fp")}
+    originals = {name: getattr(builder, name) for name in ("cast_impl", "create_fp_to_fp", "create_dot")}
 
     def patch_tensor(tensor, scope):
         original_patch(tensor, scope)
@@ -93,8 +95,18 @@ def faithful():
             return rounded(src, dst_type)
         return originals["create_fp_to_fp"](self, src, dst_type, rounding_mode)
 
+    def dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        import triton.language as tl
+
+        if tl.bfloat16 not in (a.dtype.scalar, b.dtype.scalar):
+            return originals["create_dot"](self, a, b, d, input_precision, max_num_imprecise_acc)
+        values = [from_bits(np.asarray(x.data), "bf16") if x.dtype.scalar == tl.bfloat16
+                  else np.asarray(x.data, dtype=np.float64) for x in (a, b)]
+        tile = np.matmul(*values).astype(np.float32)
+        return interpreter.TensorHandle(tile + np.asarray(d.data, dtype=np.float32), d.dtype.scalar)
+
     interpreter._patch_lang_tensor = patch_tensor
-    builder.cast_impl, builder.create_fp_to_fp = cast_impl, fp_to_fp
+    builder.cast_impl, builder.create_fp_to_fp, builder.create_dot = cast_impl, fp_to_fp, dot
     try:
         yield
     finally:

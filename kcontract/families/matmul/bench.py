@@ -9,12 +9,12 @@ from kcontract.problem import BenchCall, OutputSpec
 A_RMS, B_RMS = 1.0, 0.02  # realistic magnitudes: activations and weights; never time on zeros
 
 
-def matmul_call(rows: int, k: int, n: int, arith, launches, tile_rows: int) -> BenchCall:
+def matmul_call(rows: int, k: int, n: int, arith, launches, tile_rows: int, tile_cols: int) -> BenchCall:
     """`rows` token rows of K against N weight rows: a and b read once, out written once; the tensor cores issue
-    `tile_rows` rows per row tile whatever part of them the call fills."""
+    `tile_rows` x `tile_cols` outputs per tile whatever part of them the call fills."""
     out_bytes = 2 if arith.out == "bf16" else 4
     (launch,) = launches
-    tiles = launch.grid[0] * launch.tensor_maps["b_map"].box[1], launch.grid[1] * tile_rows
+    tiles = launch.grid[0] * tile_cols, launch.grid[1] * tile_rows
     issued_k = arith.piece_terms(k) * arith.split_k
     return BenchCall(label=f"k{k} n{n} {arith.out}", size={"rows": rows, "k": k, "n": n},
                      random_inputs={"a": ((rows, k), A_RMS), "b": ((n, k), B_RMS)}, fixed_inputs={},

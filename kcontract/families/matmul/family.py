@@ -23,8 +23,8 @@ from kcontract.problem import (Checked, InvarianceSet, KernelLaunch, LaunchShape
 from kcontract.seeding import stream
 
 ABI = ("a", "b", "out", "m", "n", "k")  # a bf16 [m, k], b bf16 [n, k], out [m, n] in the entry's format
-CUDA_ARGS = ("a_map", "b_map", "out", "m", "n", "k")  # a CUDA kernel takes tensor maps of a and b
-SHARED = ("tile_k", "multiple")  # what a CUDA kernel exports once: its k tile and the K, N multiple
+CUDA_ARGS = ("a_map", "b_map", "out", "m", "n", "k")  # `abi: tensor_maps`: tensor maps of a and b
+SHARED = ("tile_k", "multiple")  # what a kernel exports once: its k tile (and, with tensor maps, the K, N multiple)
 TILE = ("tile_m", "tile_n")  # and per symbol the schedule launches, as `{symbol}_tile_m`: that symbol's tile
 THREADS = 384  # a producer warpgroup and two consumer warpgroups
 FILLERS = 5  # other rows mixed into the variants suite's batches
@@ -64,7 +64,8 @@ class Matmul(Family):
         return TEMPLATE
 
     def launch_exports(self) -> tuple[str, ...]:
-        return SHARED + tuple(f"{role}_{name}" for role in self._roles() for name in TILE)
+        shared = SHARED if self.spec.abi == "tensor_maps" else SHARED[:1]
+        return shared + tuple(f"{role}_{name}" for role in self._roles() for name in TILE)
 
     def template_args(self) -> dict[str, int]:
         """{split_k} and {out_bf16} for a CUDA kernel's symbols."""
@@ -148,7 +149,8 @@ class Matmul(Family):
 
         shapes = sorted({(c.k, c.n) for c in self.spec.cases})
         return [matmul_call(rows, k, n, self.spec.arithmetic, self._launch(rows, k, n),
-                            self.exports.get(f"{self.spec.role(rows)}_tile_m", ROW_TILE)) for k, n in shapes
+                            self.exports.get(f"{self.spec.role(rows)}_tile_m", ROW_TILE),
+                            self.exports.get(f"{self.spec.role(rows)}_tile_n", 1)) for k, n in shapes
                 for rows in sizes["rows"]]
 
     def _case(self, name: str) -> Case:
@@ -193,12 +195,15 @@ class Matmul(Family):
         if not self.exports:
             return ()
         role = self.spec.role(m)
-        tk, multiple = (self.exports[name] for name in SHARED)
+        tk = self.exports["tile_k"]
         tm, tn = (self.exports[f"{role}_{name}"] for name in TILE)
         arith = self.spec.arithmetic
         if tk != arith.k_tile:
             raise UsageError(f"entry {self.entry}: its kernel cuts K in tiles of {tk} (its export tile_k) and the "
                              f"arithmetic declares k_tile {arith.k_tile}: declare the kernel's")
+        if self.spec.abi == "pointers":
+            return (KernelLaunch(role, (-(-n // tn), -(-m // tm), 1), ABI),)
+        multiple = self.exports["multiple"]
         if k % multiple or n % multiple:
             raise UsageError(f"entry {self.entry}: K {k} and N {n} must be multiples of {multiple} for its kernel "
                              f"(its export multiple): change the case's shape")

@@ -47,6 +47,9 @@ class MatmulSpec(Strict):
     """The entry's fields beside the generic ones."""
 
     arithmetic: Arithmetic = Arithmetic()
+    # how a compiled kernel takes a and b: tensor maps (a_map, b_map: the copy engine's boxes, grid z one block per
+    # piece of K) or plain pointers (a, b: a program computes its tile over every piece, grid z 1)
+    abi: Literal["tensor_maps", "pointers"] = "tensor_maps"
     # which kernel symbol (its tile) a call of M rows launches: from each key's number of rows on, its symbol; the
     # tiles change which block computes an output, never the declared order, so gate 2 runs batches across every edge
     schedule: dict[Annotated[int, Field(ge=1, le=16384)], Annotated[str, Field(pattern=r"^[A-Za-z_]\w*$")]] = {
