@@ -374,7 +374,7 @@ def test_argued_mutants_load_on_cuda_entries_only_and_stale_no_row(tmp_path):
     assert done.exit_code == 2 and "argued mutants only on a CUDA or Triton kernel" in done.output, done.output
     assert "mutation" in PROSE
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
-    assert all(e.mutation is None or e.kernel.cuda is not None for e in loaded.entries)
+    assert all(e.mutation is None or e.kernel.compiled is not None for e in loaded.entries)
 
 
 def test_a_campaign_whose_unmutated_entry_is_red_judges_no_mutant(tmp_path, monkeypatch, fresh_cache):

@@ -87,6 +87,16 @@ def _chosen_entries(loaded: LoadedContract, contract_path: str, sel: Selection) 
 def _interpretable(loaded: LoadedContract, sel: Selection, entries: list) -> list:
     """`--interpret`: the entries of Triton kernels among those picked; a selection with none, or `--control`
     naming a control of another kind, is a usage error."""
+    triton = _triton_entries(loaded, sel)
+    kept = [e for e in entries if e.kernel.triton is not None]
+    if sel.only and not kept:
+        raise UsageError(f"--interpret runs Triton kernels, and --only {' '.join(sel.only)} picks none; Triton "
+                         f"entries: {_few(triton)}")
+    return kept
+
+
+def _triton_entries(loaded: LoadedContract, sel: Selection) -> list[str]:
+    """The contract's Triton entries; none, or `--control` naming a control of another kind, is a usage error."""
     triton = [e.name for e in loaded.entries if e.kernel.triton is not None]
     if not triton:
         raise UsageError(f"--interpret runs Triton kernels through Triton's interpreter, and {loaded.path} has no "
@@ -95,11 +105,7 @@ def _interpretable(loaded: LoadedContract, sel: Selection, entries: list) -> lis
     if others:
         raise UsageError(f"--interpret --control {', '.join(others)}: not a control of a Triton entry; Triton "
                          f"entries: {_few(triton)}")
-    kept = [e for e in entries if e.kernel.triton is not None]
-    if sel.only and not kept:
-        raise UsageError(f"--interpret runs Triton kernels, and --only {' '.join(sel.only)} picks none; Triton "
-                         f"entries: {_few(triton)}")
-    return kept
+    return triton
 
 
 def interpret_note(loaded: LoadedContract, tasks: list[Task]) -> str:
