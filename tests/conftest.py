@@ -38,19 +38,26 @@ def pytest_configure(config):
     shared = Path(tempfile.mkdtemp(prefix="kcontract-tests-"))
     config.kcontract_shared = shared
     os.environ[SHARED_ENV] = str(shared)
-    compiled_once(shared / "pycache")
+    config.kcontract_seeding = compiled_once(shared / "pycache")
     if "KCONTRACT_CACHE" not in os.environ:
         os.environ["KCONTRACT_CACHE"] = str(shared / "cache")
         seed_cache(shared / "cache")
     share_blas_threads(config)
 
 
-def compiled_once(folder: Path) -> None:
+def compiled_once(folder: Path):
     """Every Python process the tests start (CLI runs, kcontract's workers, xdist's) writes and reuses bytecode in
     the run's folder, even where the environment forbids writing it beside the sources: hundreds of processes then
-    compile kcontract's modules once, and nothing is written in the checkout."""
+    compile kcontract's modules once, and nothing is written in the checkout. The folder starts with links to the
+    bytecode installed beside the interpreter's own modules (tests/helpers/bytecode.py), which no process then
+    compiles again; returns that seeding, or None where the environment names a folder of its own."""
+    from tests.helpers.bytecode import Seeding
+
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(folder))
+    if os.environ.get("PYTHONPYCACHEPREFIX"):
+        return None
+    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
+    return Seeding(folder, Path(__file__).resolve().parents[1])
 
 
 def seed_cache(cache: Path) -> None:
@@ -92,6 +99,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_unconfigure(config):
+    seeding = getattr(config, "kcontract_seeding", None)
+    if seeding is not None:
+        seeding.stop()
     shared = getattr(config, "kcontract_shared", None)
     if shared is not None:
         shutil.rmtree(shared, ignore_errors=True)
