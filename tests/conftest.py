@@ -87,9 +87,10 @@ def share_blas_threads(config) -> None:
 LONGEST_FIRST = ("test_installed.py", "test_patches.py", "test_mutate.py", "test_install.py",
                  "test_pytest_plugin.py", "test_refcache.py", "test_drift.py", "test_bad_input.py",
                  "test_decode_rigor.py", "test_shard_merge.py", "test_check.py", "test_fused_prompt.py",
-                 "test_init.py", "test_case_split.py", "test_order_probes.py",
+                 "test_triton_kind.py", "test_init.py", "test_case_split.py", "test_order_probes.py",
                  "test_matmul_kernel.py", "test_replay.py", "test_user_code_exits.py", "test_bench_plot.py",
-                 "test_family_example.py", "test_sassdiff.py", "test_receipt_rows.py", "test_run_stale.py")
+                 "test_family_example.py", "test_sassdiff.py", "test_replay_blocks.py", "test_receipt_rows.py",
+                 "test_run_stale.py")
 
 
 def pytest_collection_modifyitems(config, items):
