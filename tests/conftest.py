@@ -138,7 +138,9 @@ def repository_checked(tmp_path_factory) -> Path:
     folder = shared_folder("repository_checked", tmp_path_factory)
     with first_to_ask(folder, folder / "done") as first:
         if first:
-            kcontract("check", "--contract", "contract.yaml", timeout=1800)
+            done = kcontract("check", "--contract", "contract.yaml", timeout=1800)
+            assert done.returncode == 0, f"kcontract check of the repository: exit {done.returncode}\n" \
+                                         f"{(done.stdout + done.stderr)[-3000:]}"
             (folder / "done").touch()
     return Path(os.environ["KCONTRACT_CACHE"])
 
