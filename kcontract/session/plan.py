@@ -154,7 +154,8 @@ def device_bytes(entry) -> int:
     """Device memory the entry's largest case holds where a GPU runs it: its calls' buffers (a kernel on the
     device), its drawn inputs and reference, and the reference's working arrays (references compute on the GPU
     there). A worker's memory pool is capped at it (runner/execute.py)."""
-    family, on_device = entry.family, entry.kernel.compiled is not None or bool(entry.kernel.python and entry.kernel.device)
+    kernel = entry.kernel
+    family, on_device = entry.family, kernel.compiled is not None or bool(kernel.python and kernel.device)
     return max((family.case_bytes(c) + (family.case_buffer_bytes(c) if on_device else 0) +
                 family.reference_device_bytes(c) for c in main_cases(family)), default=0)
 
