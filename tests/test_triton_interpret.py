@@ -69,3 +69,21 @@ def test_a_contract_without_triton_entries_has_nothing_to_interpret():
     done = invoke("run", "--interpret", "--contract", str(ROOT / "examples" / "rowsum" / "contract.yaml"))
     assert done.exit_code == 2, done.output
     assert "has no Triton entry" in done.output, done.output
+
+
+@pytest.mark.parametrize("launches, said", [
+    ((), "call c: its family gave no launch for k.py"),
+    ((("other", ("x",)),), "call c: launch other names role other, which the kernel does not hold"),
+    ((("rmsnorm", ("x", "y")),), "call c: launch rmsnorm names y, which the problem does not hold"),
+])
+def test_a_call_the_interpreter_cannot_launch_as_given_fails_in_one_line(launches, said):
+    from kcontract.launch.base import KernelFailure
+    from kcontract.launch.interpret import InterpretLauncher
+    from kcontract.problem import KernelLaunch, Problem
+
+    launcher = InterpretLauncher.__new__(InterpretLauncher)  # no import of a kernel: the checks come first
+    launcher.label, launcher.roles = "k.py", {"rmsnorm": None}
+    problem = Problem("c", {}, {}, {}, tuple(KernelLaunch(role, (1, 1, 1), args) for role, args in launches))
+    with pytest.raises(KernelFailure) as failed:
+        launcher._check_launches(problem, {"x": 1})
+    assert failed.value.message == said

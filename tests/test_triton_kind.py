@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from kcontract.cli import cli
-from tests.helpers.triton_project import SOURCE, TARGETS, committed, project
+from tests.helpers.triton_project import SOURCE, TARGETS, checked_afresh, committed, project
 
 pytest.importorskip("triton", reason="Triton is not installed: pip install 'kcontract[triton]'")
 
@@ -115,15 +115,9 @@ def test_a_triton_kernel_is_launched_with_its_scratch_pointers_after_the_problem
 def test_without_triton_a_triton_entry_says_how_to_install_it_in_one_line(tmp_path, monkeypatch):
     import sys
 
-    from kcontract.builds import triton as builder
-
     contract = project(tmp_path)
     monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
-    builder.find_triton.cache_clear()
-    try:
-        done = invoke("check", "--contract", str(contract))
-    finally:
-        builder.find_triton.cache_clear()
+    done = checked_afresh(contract)
     assert done.exit_code == 3 and "Traceback" not in done.output, done.output
     assert "Triton kernels need Triton: pip install 'kcontract[triton]'" in done.output, done.output
 
@@ -183,14 +177,9 @@ def test_a_triton_whose_ptxas_does_not_run_is_one_environment_line(tmp_path, mon
 
     from triton.backends.nvidia import compiler
 
-    from kcontract.builds import triton as builder
 
     contract = project(tmp_path)
     monkeypatch.setattr(compiler, "get_ptxas", lambda arch: SimpleNamespace(path=str(tmp_path / "no-ptxas")))
-    builder.find_triton.cache_clear()
-    try:
-        done = invoke("check", "--contract", str(contract))
-    finally:
-        builder.find_triton.cache_clear()
+    done = checked_afresh(contract)
     assert done.exit_code == 3 and "Traceback" not in done.output, done.output
     assert re.search(r"Triton [\d.]+'s ptxas for sm_90 does not run \(.*\): reinstall Triton", done.output), done.output

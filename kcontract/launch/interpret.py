@@ -159,6 +159,7 @@ class InterpretLauncher:
         arrays = {name: np.array(built(value)) for name, value in problem.inputs.items()}
         outputs = {name: np.asarray(poisoned(name, spec)) for name, spec in problem.outputs.items()}
         values = {**arrays, **outputs, **problem.scalars}
+        self._check_launches(problem, values)
         try:
             for step in problem.launches:
                 function, types, constexprs = self.roles[step.role]
@@ -167,14 +168,22 @@ class InterpretLauncher:
                     function[step.grid](*args, **constexprs)  # numpy's warnings of inf and NaN: a GPU says none
         except UserCodeExit as error:
             raise KernelFailure(str(error)) from None
-        except KeyError as error:
-            raise KernelFailure(f"call {problem.label}: a launch names {error}, which the problem does not "
-                                f"hold") from None
         except Exception as error:  # the kernel's own exception, in one line
             said = str(error).strip().splitlines()
             raise KernelFailure(f"kernel {self.label} raised {type(error).__name__} in Triton's interpreter in call "
                                 f"{problem.label}: {said[-1] if said else ''}", traceback.format_exc()) from None
         return problem.fetched(outputs)
+
+    def _check_launches(self, problem: Problem, values: dict) -> None:
+        """KernelFailure where the call launches nothing, or a step names a role or an argument it lacks."""
+        if not problem.launches:
+            raise KernelFailure(f"call {problem.label}: its family gave no launch for {self.label}")
+        for step in problem.launches:
+            missing = [name for name in step.args if name not in values]
+            if step.role not in self.roles or missing:
+                what = f"role {step.role}" if step.role not in self.roles else ", ".join(missing)
+                raise KernelFailure(f"call {problem.label}: launch {step.role} names {what}, which "
+                                    f"{'the kernel' if step.role not in self.roles else 'the problem'} does not hold")
 
     @staticmethod
     def _argument(torch, value, annotation: str):

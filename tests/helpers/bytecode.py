@@ -80,13 +80,18 @@ def _needed(roots: tuple[str, ...]) -> list[metadata.Distribution]:
     """The installed distributions among `roots`, those they require with every extra of theirs, and what those
     require in turn without extras."""
     seen, found, todo = set(), [], []
-    for root in roots:
-        seen.add(root)
+
+    def take(name: str) -> None:
+        """The distribution `name`, once, where installed, its requirements to follow."""
+        seen.add(name)
         try:
-            found.append(metadata.distribution(root))
+            found.append(metadata.distribution(name))
         except metadata.PackageNotFoundError:
-            continue
-        todo.append(root)
+            return
+        todo.append(name)
+
+    for root in roots:
+        take(root)
     while todo:
         asker = todo.pop(0)
         try:
@@ -97,12 +102,6 @@ def _needed(roots: tuple[str, ...]) -> list[metadata.Distribution]:
             if asker not in roots and re.search(r";.*\bextra\s*==", requirement):
                 continue
             name = re.match(r"[A-Za-z0-9._-]+", requirement).group(0).lower().replace("_", "-")
-            if name in seen:
-                continue
-            seen.add(name)
-            try:
-                found.append(metadata.distribution(name))
-            except metadata.PackageNotFoundError:
-                continue
-            todo.append(name)
+            if name not in seen:
+                take(name)
     return found

@@ -50,6 +50,21 @@ def project(folder: Path, *, controls: dict[str, tuple[int, str, str]] | None = 
     return contract
 
 
+def checked_afresh(contract: Path):
+    """`kcontract check` of the contract in process, with Triton looked for anew before and after (the lookup is
+    cached per process, and a test may have hidden or broken it)."""
+    from click.testing import CliRunner
+
+    from kcontract.builds import triton as builder
+    from kcontract.cli import cli
+
+    builder.find_triton.cache_clear()
+    try:
+        return CliRunner().invoke(cli, ["check", "--contract", str(contract)])
+    finally:
+        builder.find_triton.cache_clear()
+
+
 def committed(folder: Path) -> None:
     """The folder as the first commit of a git repository of its own."""
     def git(*args: str) -> None:
