@@ -12,6 +12,15 @@ def family_cases(family: Family, number: int) -> list[str]:
     return family.cases(suite) if suite is not None and suite in type(family).suites else []
 
 
+def selected_cases(family: Family, number: int, case: str | None) -> list[str]:
+    """Gate `number`'s cases that `--case` picks: all where none is given; a name with its suite (`exact/m5`)
+    picks that case; a bare name (`m5`) picks it in whichever suite the gate runs."""
+    names = family_cases(family, number)
+    if case is None:
+        return names
+    return [n for n in names if n == case or ("/" not in case and n.rpartition("/")[2] == case)]
+
+
 def main_cases(family: Family) -> list[str]:
     """The entry's own cases: its realistic suite's, which sizes memory, lists and sanitizer runs go by."""
     return family.cases(Suite.REALISTIC) if Suite.REALISTIC in type(family).suites else []

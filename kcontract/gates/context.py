@@ -10,7 +10,7 @@ from kcontract.builds.artifact import KernelBuild
 from kcontract.contract.loaded import LoadedContract, LoadedEntry
 from kcontract.contract.model import KernelRef
 from kcontract.family.base import Family
-from kcontract.family.cases import family_cases
+from kcontract.family.cases import family_cases, selected_cases
 from kcontract.gates.base import GateResult
 from kcontract.gatetable import gate
 from kcontract.launch.base import Launcher
@@ -65,10 +65,7 @@ class GateContext:
 
     def cases(self, number: int) -> list[str]:
         """The cases gate `number` runs: all of its suite's, or the selected one if the suite has it."""
-        names = family_cases(self.family, number)
-        if self.case is None:
-            return names
-        return [self.case] if self.case in names else []
+        return selected_cases(self.family, number, self.case)
 
     def skipped(self, number: int) -> GateResult | None:
         """A passing, skipped result where the family's suite for this gate has no cases at all, else None."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from kcontract.contract.loaded import LoadedContract
 from kcontract.errors import UsageError
-from kcontract.family.cases import family_cases, main_cases
+from kcontract.family.cases import family_cases, main_cases, selected_cases
 from kcontract.gatetable import gate
 from kcontract.verdict.outcome import Task
 from kcontract.verdict.summary import plural
@@ -141,7 +141,7 @@ def _gates_for(loaded: LoadedContract, sel: Selection, entry_name: str, planted:
     entry = loaded.entry(entry_name)
     gates = [g for g in entry.gates if (sel.gate is None or g == sel.gate) and (planted is None or g == planted)]
     if sel.case is not None:
-        gates = [g for g in gates if sel.case in family_cases(entry.family, g)]
+        gates = [g for g in gates if selected_cases(entry.family, g, sel.case)]
     return gates
 
 
