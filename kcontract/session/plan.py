@@ -237,8 +237,8 @@ def _nothing_matches(loaded: LoadedContract, sel: Selection, considered: list[st
     """Why a selection holds nothing to check: the case, the gate, or nothing at all."""
     subject = ", ".join(sorted(set(considered))[:6]) or "the selected entries"
     if sel.case is not None:
-        known = sorted({c for name in set(considered) for g in loaded.entry(name).gates
-                        for c in family_cases(loaded.entry(name).family, g)})
+        known = sorted({c.rpartition("/")[2] for name in set(considered) for g in loaded.entry(name).gates
+                        for c in family_cases(loaded.entry(name).family, g)})  # bare names: each picks every suite's
         return UsageError(f"--case {sel.case}: {subject} has no such case"
                           f"{' under --gate ' + str(sel.gate) if sel.gate else ''}; cases: {_few(known)}")
     if sel.gate is not None:
