@@ -23,7 +23,8 @@ from kcontract.session.writers import writers
 @click.option("--only", "only", multiple=True, help="Run entries matching this glob (repeatable).")
 @click.option("--control", "control_names", multiple=True, help="Run only this control (repeatable).")
 @click.option("--gate", "gate", type=click.IntRange(min(NUMBERS), max(NUMBERS)), help="Run only this gate.")
-@click.option("--case", "case", help="Run only this case: by its name in every gate that runs it, or as replay commands name a gate's (exact/NAME).")
+@click.option("--case", "case", help="Run only this case: NAME in every gate that has it, or one gate's case as "
+                                     "replay commands name it (exact/NAME).")
 @click.option("--seed", "seed", type=Count(0, 2**63 - 1, "a seed"), help="Override the contract's seed.")
 @click.option("--no-controls", is_flag=True, help="Skip the planted-fault controls.")
 @click.option("--jobs", "jobs", type=Jobs(), default="auto", show_default=True,

@@ -13,8 +13,8 @@ def family_cases(family: Family, number: int) -> list[str]:
 
 
 def selected_cases(family: Family, number: int, case: str | None) -> list[str]:
-    """Gate `number`'s cases that `--case` picks: all where none is given; a name with its suite (`exact/m5`)
-    picks that case; a bare name (`m5`) picks it in whichever suite the gate runs."""
+    """Gate `number`'s cases that `--case` picks: all where none is given; a prefixed name (`exact/m5`) picks that
+    case alone; a bare name (`m5`) picks every case whose last part it is (`m5`, `exact/m5`)."""
     names = family_cases(family, number)
     if case is None:
         return names

@@ -64,7 +64,7 @@ class GateContext:
         return self.launcher.attribute_mismatches(self.loaded, self.entry.name)
 
     def cases(self, number: int) -> list[str]:
-        """The cases gate `number` runs: all of its suite's, or the selected one if the suite has it."""
+        """The cases gate `number` runs: all of its suite's, or those `--case` picks (selected_cases)."""
         return selected_cases(self.family, number, self.case)
 
     def skipped(self, number: int) -> GateResult | None:
