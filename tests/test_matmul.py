@@ -95,3 +95,13 @@ def test_the_numpy_double_passes_and_its_faults_go_red():
     assert done.stdout.strip().splitlines()[-1] == (
         "SUMMARY 2 kernels: 2 pass gates 1-4, 0 fail, 0 known findings; 5 controls: 5 red as planted, 0 missed; "
         "0 limit problems")
+
+
+def test_issued_tensor_work_counts_each_k_tile_once_however_the_pieces_fall():
+    from kcontract.families.matmul.bench import matmul_call
+
+    launch = type("Launch", (), {"grid": (32, 1, 3)})()
+    call = matmul_call(5, 4096, 2048, Arithmetic(accumulate="mma_bf16", split_k=3, k_tile=64), [launch], 64, 64)
+    assert call.mma_flops == 2 * (32 * 64) * 64 * 4096  # pieces of 22, 22 and 20 k tiles: 64 in all, not 66
+    tail = matmul_call(5, 600, 120, Arithmetic(accumulate="mma_bf16", split_k=3, k_tile=64), [launch], 64, 64)
+    assert tail.mma_flops == 2 * (32 * 64) * 64 * 640  # ten k tiles, the last padded with zeros

@@ -15,7 +15,7 @@ def matmul_call(rows: int, k: int, n: int, arith, launches, tile_rows: int, tile
     out_bytes = 2 if arith.out == "bf16" else 4
     (launch,) = launches
     tiles = launch.grid[0] * tile_cols, launch.grid[1] * tile_rows
-    issued_k = arith.piece_terms(k) * arith.split_k
+    issued_k = arith.issued_terms(k)
     return BenchCall(label=f"k{k} n{n} {arith.out}", size={"rows": rows, "k": k, "n": n},
                      random_inputs={"a": ((rows, k), A_RMS), "b": ((n, k), B_RMS)}, fixed_inputs={},
                      outputs={"out": OutputSpec((rows, n), arith.out)},

@@ -33,6 +33,10 @@ class Arithmetic(Strict):
         tiles = -(-k // self.k_tile)
         return -(-tiles // self.split_k) * self.k_tile
 
+    def issued_terms(self, k: int) -> int:
+        """Terms the tensor cores take over all pieces, zeros past K included: every k tile lies in one piece."""
+        return -(-k // self.k_tile) * self.k_tile
+
 
 class Case(Strict):
     """One shape: M token rows, K the reduction, N the outputs per row."""
