@@ -85,7 +85,7 @@ def share_blas_threads(config) -> None:
 # order once pytest_configure turns off its reordering by test count), so no long file starts last and leaves the
 # other workers idle; the rest follow in collection order
 LONGEST_FIRST = ("test_installed.py", "test_triton_interpret.py", "test_patches.py",
-                 "test_triton_matmul_example.py", "test_mutate.py", "test_install.py", "test_pytest_plugin.py",
+                 "test_triton_matmul.py", "test_mutate.py", "test_install.py", "test_pytest_plugin.py",
                  "test_refcache.py", "test_drift.py", "test_bad_input.py",
                  "test_decode_rigor.py", "test_shard_merge.py", "test_check.py", "test_fused_prompt.py",
                  "test_triton_kind.py", "test_init.py", "test_case_split.py", "test_order_probes.py",

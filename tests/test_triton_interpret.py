@@ -53,10 +53,10 @@ def test_interpreted_gates_pass_and_every_planted_control_goes_red(tmp_path):
     (("--receipt", "r.json"), "--interpret runs Triton kernels in Triton's interpreter, whose bits are numpy's, not a "
                               "GPU's: it writes no receipt; drop --receipt"),
     (("--shard", "1/2"), "it writes no receipt; drop --shard"),
-    (("--only", "matmul_*"), "--interpret runs Triton kernels, and --only matmul_* picks none; Triton entries: "
-                             "rmsnorm_triton_h4096"),
+    (("--only", "matmul_qkv_*"), "--interpret runs Triton kernels, and --only matmul_qkv_* picks none; Triton "
+                                 "entries: rmsnorm_triton_h4096, matmul_triton_kv_k4096_n2048"),
     (("--control", "matmul_split_from_m"), "--interpret --control matmul_split_from_m: not a control of a Triton "
-                                           "entry; Triton entries: rmsnorm_triton_h4096"),
+                                           "entry; Triton entries: rmsnorm_triton_h4096, matmul_triton_kv_k4096_n2048"),
     (("--sanitize",), "--sanitize runs each entry's smallest case at the contract's seed: drop"),
 ])
 def test_what_an_interpreted_run_cannot_honour_is_one_line_and_exit_2(args, said):
