@@ -71,6 +71,12 @@ def test_sass_diff_names_an_edited_triton_kernel_changed_and_the_untouched_one_i
     ("rms_norm_rows(BLOCK=n)", r"kernel\.triton\.symbols: .*BLOCK is not a literal"),
     ("rms_norm_rows(1024)", r"kernel\.triton\.symbols: .*is not a call of a jit function by keyword"),
     ("rms_norm_rows(BLOCK=1024, num_warps=0)", r"kernel\.triton\.symbols: .*num_warps is a positive integer"),
+    ("rms_norm_rows(BLOCK=1024, divisibility=16)", r"kernel\.triton\.symbols: .*divisibility names parameters and "
+                                                   r"powers of two dividing them"),
+    ("rms_norm_rows(BLOCK=1024, divisibility='x:12')", r"kernel\.triton\.symbols: .*divisibility of x is a power of "
+                                                       r"two from 2 to 1048576, given 12"),
+    ("rms_norm_rows(BLOCK=1024, divisibility='x=16')", r"kernel\.triton\.symbols: .*divisibility pairs read "
+                                                       r"NAME:POWER"),
 ])
 def test_a_malformed_triton_symbol_is_one_line_at_its_entry(tmp_path, symbol, said):
     contract = project(tmp_path, symbol=symbol)
@@ -83,6 +89,9 @@ def test_a_malformed_triton_symbol_is_one_line_at_its_entry(tmp_path, symbol, sa
     ("rms_norm_rows(BLOK=1024)", "`rms_norm_rows` has no parameter BLOK"),
     ("rms_norm_rows", "give constexpr BLOCK a value in the symbol"),
     ("no_such_kernel(BLOCK=1024)", "rms_norm_triton.py has no @triton.jit function `no_such_kernel`"),
+    ("rms_norm_rows(BLOCK=1024, divisibility='rows:16')", "`rms_norm_rows` has no parameter rows to declare "
+                                                             "divisible by 16"),
+    ("rms_norm_rows(BLOCK=1024, divisibility='BLOCK:16')", "BLOCK is a constexpr, whose value is known"),
 ])
 def test_a_triton_symbol_that_does_not_compile_says_why(tmp_path, symbol, said):
     contract = project(tmp_path, symbol=symbol)
@@ -183,3 +192,15 @@ def test_a_triton_whose_ptxas_does_not_run_is_one_environment_line(tmp_path, mon
     done = checked_afresh(contract)
     assert done.exit_code == 3 and "Traceback" not in done.output, done.output
     assert re.search(r"Triton [\d.]+'s ptxas for sm_90 does not run \(.*\): reinstall Triton", done.output), done.output
+
+
+def test_a_declared_divisibility_compiles_the_wide_loads_a_jit_launch_would_get():
+    """Triton's launcher declares arguments divisible by 16 where they are; ahead of time nothing is known unless the
+    symbol says it, and without it every bf16 load is two bytes wide."""
+    from tests.helpers.triton_sass import global_loads
+
+    plain = global_loads("rms_norm_rows(BLOCK=1024, num_warps=4, num_stages=1)", "sm_90a")
+    declared = global_loads("rms_norm_rows(BLOCK=1024, num_warps=4, num_stages=1, "
+                            "divisibility='x:16 w:16 out:16 hidden:8')", "sm_90a")
+    assert plain and all(".128" not in op for op in plain), plain
+    assert any(".128" in op for op in declared), declared

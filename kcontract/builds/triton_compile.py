@@ -67,7 +67,7 @@ def _compile(source: bytes, path: Path, expression: str, sm: int) -> Compiled:
             knobs.compilation.always_compile = True
             knobs.nvidia.dump_ptxas_log = True
             with contextlib.redirect_stdout(log):
-                kernel = triton.compile(ASTSource(function, signature, constexprs),
+                kernel = triton.compile(ASTSource(function, signature, constexprs, _attributes(function, symbol)),
                                         target=GPUTarget("cuda", sm, 32), options=dict(symbol.options))
     meta = kernel.metadata
     params = [p.name for p in function.params if not p.is_constexpr]
@@ -83,6 +83,23 @@ def _compile(source: bytes, path: Path, expression: str, sm: int) -> Compiled:
              "params": params,
              "constexprs": {k: v for k, v in constexprs.items()}, "triton": triton.__version__}
     return Compiled(kernel.asm["cubin"], {expression: meta.name}, log.getvalue(), kernel.asm["ptx"], facts)
+
+
+def _attributes(function, symbol: Symbol) -> dict[tuple[int, ...], list[list]]:
+    """Triton's per-parameter attributes for the symbol's declared divisibility: `tt.divisibility` at each named
+    parameter's index, as Triton's launcher gives the arguments it finds divisible by 16."""
+    params = list(function.params)
+    index = {p.name: i for i, p in enumerate(params)}
+    attributes = {}
+    for name, divisor in symbol.divisibility.items():
+        if name not in index:
+            raise SymbolError(f"`{symbol.function}` has no parameter {name} to declare divisible by {divisor} "
+                              f"(parameters: {', '.join(p.name for p in params)})")
+        if params[index[name]].is_constexpr:
+            raise SymbolError(f"`{symbol.function}`: {name} is a constexpr, whose value is known: drop it from "
+                              f"divisibility")
+        attributes[(index[name],)] = [["tt.divisibility", divisor]]
+    return attributes
 
 
 def _signature(function, symbol: Symbol) -> tuple[dict[str, str], dict[str, object]]:
