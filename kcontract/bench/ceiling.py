@@ -39,14 +39,20 @@ MMA_ITERS = 4096  # per warp: 8 x 4096 mma of 4096 flops each
 MMA_FLOPS = 2 * 16 * 8 * 16  # one m16n8k16
 
 
+def read_launch(cupy, data, out):
+    """The streaming read of `data` (uint32, a whole number of 16-byte loads) over every SM, as a launch that takes
+    its stream."""
+    kernel = cupy.RawKernel(READ_SOURCE, "read_all")
+    blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * 8
+    loads = cupy.uint64(data.nbytes // 16)
+    return lambda stream: kernel((blocks,), (512,), (data, loads, out), stream=stream)
+
+
 def read_ceiling(cupy, timer, repeat: int = 10) -> dict:
     """GB/s of the streaming read, and of a device-to-device copy counted both ways."""
-    kernel = cupy.RawKernel(READ_SOURCE, "read_all")
     data = cupy.full(READ_BYTES // 4, 0x01020304, dtype=cupy.uint32)
     out = cupy.zeros(1, dtype=cupy.uint32)
-    n = READ_BYTES // 16
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    us = timer.events(lambda s: kernel((sms * 8,), (512,), (data, cupy.uint64(n), out), stream=s), repeat)
+    us = timer.events(read_launch(cupy, data, out), repeat)
     half = data[: data.size // 2]
     dst = cupy.empty_like(half)
 

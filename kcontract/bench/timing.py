@@ -6,7 +6,7 @@ from typing import Callable
 
 import numpy as np
 
-from kcontract.bench.ceiling import READ_SOURCE
+from kcontract.bench.ceiling import read_launch
 
 FLUSH_BYTES = 512 << 20  # read between timed calls: several times any L2, so inputs come from DRAM
 
@@ -18,15 +18,12 @@ class Timer:
         self.cp = cupy
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.flush_buf = cupy.full(FLUSH_BYTES // 4, 0x01020304, dtype=cupy.uint32)
-        self.flush_out = cupy.zeros(1, dtype=cupy.uint32)
-        self.flush_kernel = cupy.RawKernel(READ_SOURCE, "read_all")
-        self.flush_blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * 8
+        self.flush_read = read_launch(cupy, self.flush_buf, cupy.zeros(1, dtype=cupy.uint32))
         cupy.cuda.Device().synchronize()  # the buffer is filled on the default stream, before any timed call
 
     def flush(self) -> None:
         """Evict the L2 by reading a buffer far larger than it: clean lines, so a timed call writes nothing back."""
-        self.flush_kernel((self.flush_blocks,), (512,), (self.flush_buf, self.cp.uint64(FLUSH_BYTES // 16),
-                                                          self.flush_out), stream=self.stream)
+        self.flush_read(self.stream)
 
     def events(self, launch: Callable[[object], None], repeat: int, warmup: int = 3) -> float:
         """Median microseconds of `repeat` single calls, each after an L2 flush, timed by CUDA events."""
