@@ -77,6 +77,7 @@ def test_sass_diff_names_an_edited_triton_kernel_changed_and_the_untouched_one_i
                                                        r"two from 2 to 1048576, given 12"),
     ("rms_norm_rows(BLOCK=1024, divisibility='x=16')", r"kernel\.triton\.symbols: .*divisibility pairs read "
                                                        r"NAME:POWER"),
+    ("rms_norm_rows(BLOCK=1024, divisibility='x:16 x:8')", r"kernel\.triton\.symbols: .*divisibility names x twice"),
 ])
 def test_a_malformed_triton_symbol_is_one_line_at_its_entry(tmp_path, symbol, said):
     contract = project(tmp_path, symbol=symbol)
@@ -92,6 +93,8 @@ def test_a_malformed_triton_symbol_is_one_line_at_its_entry(tmp_path, symbol, sa
     ("rms_norm_rows(BLOCK=1024, divisibility='rows:16')", "`rms_norm_rows` has no parameter rows to declare "
                                                              "divisible by 16"),
     ("rms_norm_rows(BLOCK=1024, divisibility='BLOCK:16')", "BLOCK is a constexpr, whose value is known"),
+    ("rms_norm_rows(BLOCK=1024, divisibility='eps:16')", "eps is fp32; divisibility is declared of pointers and "
+                                                            "integers"),
 ])
 def test_a_triton_symbol_that_does_not_compile_says_why(tmp_path, symbol, said):
     contract = project(tmp_path, symbol=symbol)

@@ -67,7 +67,7 @@ def _compile(source: bytes, path: Path, expression: str, sm: int) -> Compiled:
             knobs.compilation.always_compile = True
             knobs.nvidia.dump_ptxas_log = True
             with contextlib.redirect_stdout(log):
-                kernel = triton.compile(ASTSource(function, signature, constexprs, _attributes(function, symbol)),
+                kernel = triton.compile(ASTSource(function, signature, constexprs, _attributes(function, symbol, signature)),
                                         target=GPUTarget("cuda", sm, 32), options=dict(symbol.options))
     meta = kernel.metadata
     params = [p.name for p in function.params if not p.is_constexpr]
@@ -85,7 +85,7 @@ def _compile(source: bytes, path: Path, expression: str, sm: int) -> Compiled:
     return Compiled(kernel.asm["cubin"], {expression: meta.name}, log.getvalue(), kernel.asm["ptx"], facts)
 
 
-def _attributes(function, symbol: Symbol) -> dict[tuple[int, ...], list[list]]:
+def _attributes(function, symbol: Symbol, signature: dict[str, str]) -> dict[tuple[int, ...], list[list]]:
     """Triton's per-parameter attributes for the symbol's declared divisibility: `tt.divisibility` at each named
     parameter's index, as Triton's launcher gives the arguments it finds divisible by 16."""
     params = list(function.params)
@@ -98,6 +98,9 @@ def _attributes(function, symbol: Symbol) -> dict[tuple[int, ...], list[list]]:
         if params[index[name]].is_constexpr:
             raise SymbolError(f"`{symbol.function}`: {name} is a constexpr, whose value is known: drop it from "
                               f"divisibility")
+        if not signature[name].startswith(("*", "i", "u")):
+            raise SymbolError(f"`{symbol.function}`: {name} is {signature[name]}; divisibility is declared of pointers "
+                              f"and integers")
         attributes[(index[name],)] = [["tt.divisibility", divisor]]
     return attributes
 

@@ -75,6 +75,8 @@ def _divisibility(expression: str, value: object) -> dict[str, int]:
         name, _, text = pair.partition(":")
         if not name.isidentifier() or not text.isdigit():
             raise SymbolError(f"`{expression}`: {DIVISIBILITY} pairs read NAME:POWER, such as x:16, given {pair!r}")
+        if name in found:
+            raise SymbolError(f"`{expression}`: {DIVISIBILITY} names {name} twice")
         divisor = int(text)
         if divisor < 2 or divisor > MAX_DIVISOR or divisor & (divisor - 1):
             raise SymbolError(f"`{expression}`: {DIVISIBILITY} of {name} is a power of two from 2 to {MAX_DIVISOR}, "
