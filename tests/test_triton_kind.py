@@ -107,14 +107,11 @@ def test_a_triton_kernel_is_launched_with_its_scratch_pointers_after_the_problem
     """Triton's ABI: the kernel's own parameters, then its global and profile scratch pointers, passed null."""
     import numpy as np
 
-    from kcontract.launch.cuda import CudaLauncher, trailing_args
-    from kcontract.problem import KernelLaunch, LaunchShape
+    from kcontract.launch.cuda import trailing_args
+    from kcontract.problem import KernelLaunch
+    from tests.helpers.launch_stub import stub_launcher
 
-    calls = []
-    launcher = object.__new__(CudaLauncher)
-    launcher.maps, launcher.smem, launcher.trailing = {}, {"rmsnorm": 16}, trailing_args("triton")
-    launcher.shapes = {"rmsnorm": LaunchShape("rmsnorm", 128)}
-    launcher.functions = {"rmsnorm": lambda grid, block, args, shared_mem, stream: calls.append((args, shared_mem))}
+    launcher, calls = stub_launcher()
     step = KernelLaunch("rmsnorm", (3, 1, 1), ("x", "w", "out", "hidden", "eps"))
     values = {"x": "X", "w": "W", "out": "OUT", "hidden": np.int32(8), "eps": np.float32(1e-6)}
     launcher.launch_steps((step,), values, stream=None, label="call")
@@ -207,3 +204,37 @@ def test_a_declared_divisibility_compiles_the_wide_loads_a_jit_launch_would_get(
                             "divisibility='x:16 w:16 out:16 hidden:8')", "sm_90a")
     assert plain and all(".128" not in op for op in plain), plain
     assert any(".128" in op for op in declared), declared
+
+
+def test_a_job_carries_the_divisibility_its_triton_compile_assumed_by_argument_position(tmp_path):
+    """x, w, out and hidden are the rms_norm_rows parameters 0 to 3: the worker checks launches by position."""
+    from kcontract.builds.builds import Builds
+    from kcontract.contract.loader import load_contract
+
+    symbol = "rms_norm_rows(BLOCK=1024, num_warps=4, num_stages=1, divisibility='x:16 hidden:8')"
+    loaded = load_contract(str(project(tmp_path, symbol=symbol)))
+    kernel = loaded.entries[0].kernel.triton
+    module = Builds.of(loaded, jobs=1).kernel(kernel, ["sm_90a"]).on("sm_90a")
+    (divisors,) = module.divisors.values()
+    assert divisors == {0: ("x", 16), 3: ("hidden", 8)}
+
+
+def test_a_launch_that_breaks_its_declared_divisibility_is_red_with_the_argument_named():
+    """A compile that assumed `hidden:8` and `x:16` would read misaligned on hidden 3000 + 1 or an odd address."""
+    import numpy as np
+
+    from kcontract.launch.base import KernelFailure
+    from kcontract.problem import KernelLaunch
+    from tests.helpers.launch_stub import BufferAt, stub_launcher
+
+    launcher, calls = stub_launcher({"rmsnorm": {0: ("x", 16), 3: ("hidden", 8)}})
+    step = KernelLaunch("rmsnorm", (3, 1, 1), ("x", "w", "out", "hidden", "eps"))
+    held = {"x": BufferAt(0x10000), "w": "W", "out": "OUT", "hidden": np.int32(4096), "eps": np.float32(1e-6)}
+    launcher.launch_steps((step,), held, stream=None, label="call m1")
+    assert len(calls) == 1
+    for broken, said in (({"hidden": np.int32(3001)}, "hidden = 3001, not a multiple of 8"),
+                         ({"x": BufferAt(0x10008)}, "x = 0x10008, not a multiple of 16")):
+        with pytest.raises(KernelFailure, match="breaks its symbol's declared divisibility") as failure:
+            launcher.launch_steps((step,), held | broken, stream=None, label="call m1")
+        assert said in str(failure.value) and "call m1" in str(failure.value)
+    assert len(calls) == 1

@@ -17,6 +17,8 @@ class ModuleBuild:
     lowered: dict[str, str]  # name expression -> the symbol it became
     resources: dict[str, dict[str, int]]  # symbol -> registers, static_smem, stack, spills, barriers
     cached: bool  # found in the compile cache rather than compiled for this run
+    divisors: dict[str, dict[int, tuple[str, int]]] = field(default_factory=dict)  # symbol -> argument position ->
+    # (parameter, the power of two its symbol declares divides it in every launch)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,10 @@ class Builder(Protocol):
     def exports(self, module: Module, kernel) -> dict[str, int]:
         """A kernel's exported constants (name -> value) as a module built for one SM holds them."""
 
+    def divisors(self, module: Module, kernel) -> dict[str, dict[int, tuple[str, int]]]:
+        """Per symbol of a module, what its compile assumed divides its arguments: argument position -> (parameter,
+        divisor)."""
+
     def inputs_sha256(self, kernel) -> str:
         """The digest of what a kernel's launch record depends on (its source, headers and options)."""
 

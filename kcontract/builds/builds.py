@@ -227,7 +227,8 @@ class Builds:
             if module is not None:
                 lowered = {e: module.lowered[e] for e in kernel.symbols.values() if e in module.lowered}
                 resources = {m: r for m, r in builder.resources(module).items() if m in lowered.values()}
-                modules[sm] = ModuleBuild(sm, str(module.cubin_path), lowered, resources, module.cached)
+                divisors = {m: d for m, d in builder.divisors(module, kernel).items() if m in lowered.values()}
+                modules[sm] = ModuleBuild(sm, str(module.cubin_path), lowered, resources, module.cached, divisors)
         digest, why = None, ""
         try:
             digest = builder.inputs_sha256(kernel)

@@ -51,6 +51,10 @@ class CudaBuilder(CacheBacked):
     def exports(self, module: Module, kernel: CudaKernel) -> dict[str, int]:
         return kernel_exports(module, kernel)
 
+    def divisors(self, module: Module, kernel: CudaKernel) -> dict[str, dict[int, tuple[str, int]]]:
+        """None: NVRTC assumes nothing of a kernel's arguments."""
+        return {}
+
     def inputs_sha256(self, kernel: CudaKernel) -> str:
         """OSError where a file cannot be read, PatchError where the patch does not apply."""
         source, headers, _ = read_inputs(resolve_source(self.base, kernel.source), tuple(kernel.options), self.base,

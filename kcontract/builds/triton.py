@@ -21,6 +21,7 @@ from kcontract.builds.triton_compile import Compiled, compile_job
 from kcontract.contract.model import TritonKernel
 from kcontract.contract.patches import PatchError, read_patched
 from kcontract.contract.paths import resolve_source
+from kcontract.contract.triton_symbols import parse_symbol
 from kcontract.errors import EnvironmentProblem, KContractError
 from kcontract.toolchain.build import PTX_FILE, Batch, Build, Failure, Module, default_jobs, run_compiles
 from kcontract.toolchain.cache import compile_key, inputs_digest
@@ -240,6 +241,17 @@ class TritonBuilder(CacheBacked):
                 raise ExportError(f"{module.unit.shown} exports {name} as {expression!r}, which is no integer "
                                   f"constexpr of it nor shared, num_warps or num_stages")
             found[name] = value
+        return found
+
+    def divisors(self, module: Module, kernel: TritonKernel) -> dict[str, dict[int, tuple[str, int]]]:
+        """Each symbol's declared `divisibility`, by the position of the argument it was compiled to assume."""
+        params = self.metadata(module)["params"]
+        found = {}
+        for expression in kernel.symbols.values():
+            if expression in module.lowered:
+                declared = parse_symbol(expression).divisibility
+                found[module.lowered[expression]] = {params.index(name): (name, divisor)
+                                                     for name, divisor in declared.items()}
         return found
 
     def inputs_sha256(self, kernel: TritonKernel) -> str:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
 from kcontract.builds.artifact import TRITON_SCRATCH, KernelBuild, ModuleBuild
 from kcontract.errors import EnvironmentProblem
 from kcontract.launch.base import KernelFailure
+from kcontract.launch.divisors import broken_divisors
 from kcontract.capacity import out_of_memory
 from kcontract.numerics import poison_bits
 from kcontract.problem import KernelLaunch, Problem, built
@@ -73,6 +76,7 @@ class CudaLauncher:
     its launch steps."""
 
     trailing: tuple = ()  # arguments after the problem's, as the kernel kind's ABI takes them
+    divisors: Mapping[str, dict] = MappingProxyType({})  # role -> what its compile assumed divides its arguments
 
     def __init__(self, loaded, entry, kernel, build: KernelBuild | None):
         import cupy
@@ -94,6 +98,9 @@ class CudaLauncher:
             raise EnvironmentProblem("; ".join(errors))
         self.smem = {role: shape.smem_on(self.sm) for role, shape in shapes.items()}  # bytes on this GPU
         self.shapes = shapes
+        lowered = self.module_info.lowered
+        self.divisors = {role: self.module_info.divisors.get(lowered.get(expression, ""), {})
+                         for role, expression in compiled.symbols.items()}  # what each role's compile assumed
         for role, smem in self.smem.items():
             if smem > OPT_IN:
                 self.functions[role].max_dynamic_shared_size_bytes = smem
@@ -205,6 +212,11 @@ class CudaLauncher:
             shape = self.shapes[step.role]
             args = tuple(self.tensor_map(values, step.tensor_maps[name], label) if name in step.tensor_maps
                          else values[name] for name in step.args) + self.trailing
+            broken = broken_divisors(args, self.divisors.get(step.role, {}))
+            if broken:
+                raise KernelFailure(f"call {label}: launch {step.role} of {self.label} breaks its symbol's declared "
+                                    f"divisibility ({'; '.join(broken)}): its compile assumed it, so it would read "
+                                    f"misaligned; drop or lower the declaration, or change the case")
             self.functions[step.role](step.grid, (shape.threads, 1, 1), args, shared_mem=self.smem[step.role],
                                       stream=stream)
 

@@ -84,6 +84,9 @@ class TextBuilder:
     def resources(self, module: Module) -> dict:
         return {name: {"registers": 1} for name in module.lowered.values()}
 
+    def divisors(self, module: Module, kernel) -> dict:
+        return {}
+
     def exports(self, module: Module, kernel) -> dict:
         return {}
 
