@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class BufferPtr:
+    """A CuPy buffer's `.data`: its device address."""
+
     ptr: int
 
 
