@@ -123,3 +123,8 @@ def _blocks_per_sm(limits: SmLimits, warps: int, regs_per_warp: int, total_smem:
 def sm_number(sm: str) -> int:
     """80 for sm_80, 90 for sm_90a: the order SMs print in."""
     return int("".join(ch for ch in sm if ch.isdigit()) or 0)
+
+
+def first_sm(targets: list[str]) -> str | None:
+    """The target where a kernel's code is most its own: an arch-specific one (sm_90a), else the newest."""
+    return min(targets, key=lambda sm: (not sm.endswith(("a", "f")), -sm_number(sm)), default=None)

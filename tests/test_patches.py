@@ -184,3 +184,28 @@ def test_the_repository_controls_are_patches_and_its_kernels_hold_no_hooks():
         entry = loaded.entry(control.entry).kernel.compiled
         assert cuda.source == entry.source, control.name
         assert cuda.patch or cuda.launch != entry.launch, control.name  # a patch, or a launch of its own
+
+
+def test_check_compiles_a_launching_control_for_its_first_sm_alone_where_its_code_changes(tmp_path, monkeypatch):
+    """The eps control's code changes on sm_90a, so check compiles it nowhere else; the entry on both targets."""
+    from tests.helpers.launching_controls import launching_project
+
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    contract = launching_project(tmp_path)
+    assert CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)]).exit_code == 0
+    done = CliRunner().invoke(cli, ["check", "--contract", str(contract)])
+    assert done.exit_code == 0, done.output
+    assert "3 compiles (1 sources x 2 SMs and 1 control on sm_90a, " in done.output, done.output
+
+
+def test_check_refuses_a_comment_only_launching_control_on_every_target_it_compiled_afterwards(tmp_path, monkeypatch):
+    """Unchanged on sm_90a, the comment control is compiled for sm_80 too before it is refused on both."""
+    from tests.helpers.launching_controls import launching_project
+
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    contract = launching_project(tmp_path, comment=True)
+    CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)])
+    done = CliRunner().invoke(cli, ["check", "--contract", str(contract)])
+    assert done.exit_code == 2, done.output
+    errors = [line for line in done.output.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and re.search(refusal("kernels/rms_norm.cu", "sm_80, sm_90a", 1), errors[0]), done.output

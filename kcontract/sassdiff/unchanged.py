@@ -19,8 +19,16 @@ from kcontract.sassdiff.same_code import same_bytes, same_machine_code
 def unchanged_patches(loaded, builds, sass: bool = True) -> list[ContractError]:
     """One error per patched control whose every symbol keeps its machine code (`sass`; else its bytes) on every
     SM `builds` (kcontract.builds.builds.Builds) holds both modules of."""
+    return [refusal(loaded, control, sms, sass) for control, sms in unchanged_controls(loaded, builds, sass)]
+
+
+def unchanged_controls(loaded, builds, sass: bool = True, names: set[str] | None = None) -> list[tuple]:
+    """(control, SMs) per patched control (of `names`, default every one) whose every symbol keeps its machine
+    code (`sass`; else its bytes) on each SM `builds` holds both modules of, those SMs in the contract's order."""
     pairs = []
     for control in loaded.controls:
+        if names is not None and control.name not in names:
+            continue
         compiled = control.kernel.compiled
         if compiled is None or not compiled.patch:
             continue
@@ -36,8 +44,7 @@ def unchanged_patches(loaded, builds, sass: bool = True) -> list[ContractError]:
     with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), len(pairs) or 1))) as pool:
         kept = dict(pool.map(lambda item: (item[0].name, not _changes(item[0].kernel.compiled, item[1], builds, sass)),
                              _by_turns(pairs)))
-    return [_refusal(loaded, control, sorted(held, key=loaded.targets.index), sass)
-            for control, held in pairs if kept[control.name]]
+    return [(control, sorted(held, key=loaded.targets.index)) for control, held in pairs if kept[control.name]]
 
 
 def _by_turns(pairs: list) -> list:
@@ -62,7 +69,7 @@ def _changes(compiled, held: dict, builds, sass: bool) -> bool:
     return False
 
 
-def _refusal(loaded, control, sms: list[str], sass: bool) -> ContractError:
+def refusal(loaded, control, sms: list[str], sass: bool) -> ContractError:
     """The error that refuses a control's patch that changes nothing on `sms`."""
     compiled = control.kernel.compiled
     path = f"controls[{control.index}].patch"

@@ -10,11 +10,13 @@ from typing import Callable
 from kcontract.cachedir import cache_root
 from kcontract.cachesize import keep_under_cap
 from kcontract.errors import EnvironmentProblem
+from kcontract.gatetable import records_gate
 from kcontract.receipts.currency import ReceiptReport, check_receipts
 from kcontract.records.record_check import RecordsReport, check_records
 from kcontract.report.records_text import compile_failures, control_lines, finding_lines, records_lines, records_summary
 from kcontract.sassdiff.recompiled import Recompiled, judge_recompiled
-from kcontract.sassdiff.unchanged import unchanged_patches
+from kcontract.sassdiff.unchanged import refusal, unchanged_controls
+from kcontract.sms import first_sm
 from kcontract.toolchain.globals import unregistered
 from kcontract.verdict.summary import plural
 
@@ -43,6 +45,8 @@ class _Found:
     globals: int = 0
     missing: int = 0
     units: int = 0
+    first_units: int = 0  # patched controls' units compiled for the first SM alone
+    first_sm: str = ""
     built: object = None
     records: RecordsReport | None = None
     receipts: ReceiptReport | None = None
@@ -89,9 +93,30 @@ def _unregistered(session, found: _Found) -> list[str]:
 
 
 def _compile(session, found: _Found):
-    """Every unit the contract uses, for every target SM."""
-    found.units = len(session.builds.units)
-    return session.builds.build()
+    """Every unit the contract uses, for every target SM, but a patched control's (gate 5's apart) for its first
+    SM only: where its machine code changes there, no other SM can make it a patch that plants nothing, and
+    `_refuse_unchanged` compiles the other SMs of one that changes nothing there or did not build there."""
+    loaded, builds = session.loaded, session.builds
+    whole, first = _by_compile(loaded)
+    found.first_sm = first_sm(loaded.targets) or ""
+    found.first_units = len({id(builds.unit(kernel)) for kernel in first})
+    found.units = len(builds.units) - found.first_units
+    return builds.build_each([(whole, loaded.targets), (first, [found.first_sm])])
+
+
+def _by_compile(loaded) -> tuple[list, list]:
+    """The compiled kernels built for every target (entries', other controls'), and those for the first SM."""
+    first = [c for c in loaded.controls if _first_sm_only(c)]
+    named = {c.name for c in first}
+    whole = [k.kernel.compiled for k in (*loaded.entries, *(c for c in loaded.controls if c.name not in named))
+             if k.kernel.compiled is not None]
+    return whole, [c.kernel.compiled for c in first]
+
+
+def _first_sm_only(control) -> bool:
+    """A control compiled first for one SM: patched, and no gate-5 control (those are judged on every SM)."""
+    compiled = control.kernel.compiled
+    return compiled is not None and bool(compiled.patch) and control.gate != records_gate().number
 
 
 def _recompiled(session, found: _Found) -> list[str]:
@@ -103,15 +128,31 @@ def _recompiled(session, found: _Found) -> list[str]:
 
 
 def _refuse_unchanged(loaded, builds, say: Callable[[str], None]) -> None:
-    """Raise the first control whose patch changes no machine code (saying so where nvdisasm is missing)."""
+    """Raise the first control whose patch changes no machine code on any target SM (saying so where nvdisasm is
+    missing): a control that changes nothing on the SMs built so far is compiled for the others and judged again."""
+    _build_unbuilt(loaded, builds)
+    sass = True
     try:
-        unchanged = unchanged_patches(loaded, builds)
+        unchanged = unchanged_controls(loaded, builds)
     except EnvironmentProblem as error:  # no nvdisasm: bytes still refuse a patch that changes nothing at all
         say(f"note: controls' patches compared by bytes only, not machine code: {error.message}")
-        unchanged = unchanged_patches(loaded, builds, sass=False)
+        sass, unchanged = False, unchanged_controls(loaded, builds, sass=False)
     if unchanged:
-        unchanged[0].others = unchanged[1:]
-        raise unchanged[0]
+        builds.build([control.kernel.compiled for control, _ in unchanged], loaded.targets)
+        unchanged = unchanged_controls(loaded, builds, sass, {control.name for control, _ in unchanged})
+    if unchanged:
+        refusals = [refusal(loaded, control, sms, sass) for control, sms in unchanged]
+        refusals[0].others = refusals[1:]
+        raise refusals[0]
+
+
+def _build_unbuilt(loaded, builds) -> None:
+    """Every target SM of a control not built on its first SM (the toolchain skips it, or it failed there)."""
+    sm = first_sm(loaded.targets)
+    unbuilt = [c.kernel.compiled for c in loaded.controls
+               if _first_sm_only(c) and builds.held(c.kernel.compiled, sm) is None]
+    if unbuilt:
+        builds.build(unbuilt, loaded.targets)
 
 
 def _compiles(found: _Found) -> int:
@@ -132,7 +173,9 @@ def _compiled_text(loaded, found: _Found) -> str:
     sms = [sm for sm in loaded.targets if sm not in built.skipped]
     failed = len({(f.unit.ident, f.sm) for f in built.failures})
     again = f"; {found.recompiled.text()}" if found.recompiled else ""
-    return (f"{_compiles(found)} compiles ({found.units} sources x {len(sms)} SMs, {built.cached} cached{again}), "
+    first = f" and {plural(found.first_units, 'control')} on {found.first_sm}" if found.first_units else ""
+    return (f"{_compiles(found)} compiles ({found.units} sources x {len(sms)} SMs{first}, {built.cached} cached"
+            f"{again}), "
             f"{failed} failed; gate 5: {records_summary(report)}; gate-5 controls: "
             f"{sum(c.red for c in report.controls)} red as planted, {len(report.missed_controls)} missed; "
             f"toolchain {found.toolchain.id}")
