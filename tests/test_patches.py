@@ -209,3 +209,17 @@ def test_check_refuses_a_comment_only_launching_control_on_every_target_it_compi
     assert done.exit_code == 2, done.output
     errors = [line for line in done.output.splitlines() if line.startswith("ERROR")]
     assert len(errors) == 1 and re.search(refusal("kernels/rms_norm.cu", "sm_80, sm_90a", 1), errors[0]), done.output
+
+
+def test_check_fails_on_a_launching_control_that_does_not_compile_naming_every_target(tmp_path, monkeypatch):
+    """A control that fails on its first SM is compiled for every target, and each failure is the check's."""
+    from tests.helpers.launching_controls import launching_project
+
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    contract = launching_project(tmp_path, broken=True)
+    CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)])
+    done = CliRunner().invoke(cli, ["check", "--contract", str(contract)])
+    assert done.exit_code != 0 and "Traceback" not in done.output, done.output
+    failed = [line for line in done.output.splitlines() if "broken.patch does not compile" in line]
+    assert len(failed) == 1 and "sm_80" in failed[0] and "sm_90a" in failed[0], done.output
+    assert "SUMMARY check FAILED" in done.output, done.output

@@ -95,13 +95,19 @@ def _unregistered(session, found: _Found) -> list[str]:
 def _compile(session, found: _Found):
     """Every unit the contract uses, for every target SM, but a patched control's (gate 5's apart) for its first
     SM only: where its machine code changes there, no other SM can make it a patch that plants nothing, and
-    `_refuse_unchanged` compiles the other SMs of one that changes nothing there or did not build there."""
+    `_refuse_unchanged` compiles the other SMs of one that changes nothing there. One that did not build there is
+    built for every target here, so its failures are the check's."""
     loaded, builds = session.loaded, session.builds
     whole, first = _by_compile(loaded)
     found.first_sm = first_sm(loaded.targets) or ""
     found.first_units = len({id(builds.unit(kernel)) for kernel in first})
     found.units = len(builds.units) - found.first_units
-    return builds.build_each([(whole, loaded.targets), (first, [found.first_sm])])
+    asks = [(whole, loaded.targets), (first, [found.first_sm])]
+    built = builds.build_each(asks)
+    unbuilt = [kernel for kernel in first if builds.held(kernel, found.first_sm) is None]
+    if unbuilt:  # not built on its first SM (the toolchain skips it, or it failed there): every target decides
+        built = builds.build_each(asks + [(unbuilt, loaded.targets)])
+    return built
 
 
 def _by_compile(loaded) -> tuple[list, list]:
@@ -130,7 +136,6 @@ def _recompiled(session, found: _Found) -> list[str]:
 def _refuse_unchanged(loaded, builds, say: Callable[[str], None]) -> None:
     """Raise the first control whose patch changes no machine code on any target SM (saying so where nvdisasm is
     missing): a control that changes nothing on the SMs built so far is compiled for the others and judged again."""
-    _build_unbuilt(loaded, builds)
     sass = True
     try:
         unchanged = unchanged_controls(loaded, builds)
@@ -144,15 +149,6 @@ def _refuse_unchanged(loaded, builds, say: Callable[[str], None]) -> None:
         refusals = [refusal(loaded, control, sms, sass) for control, sms in unchanged]
         refusals[0].others = refusals[1:]
         raise refusals[0]
-
-
-def _build_unbuilt(loaded, builds) -> None:
-    """Every target SM of a control not built on its first SM (the toolchain skips it, or it failed there)."""
-    sm = first_sm(loaded.targets)
-    unbuilt = [c.kernel.compiled for c in loaded.controls
-               if _first_sm_only(c) and builds.held(c.kernel.compiled, sm) is None]
-    if unbuilt:
-        builds.build(unbuilt, loaded.targets)
 
 
 def _compiles(found: _Found) -> int:

@@ -16,9 +16,13 @@ SOURCE = "kernels/rms_norm.cu"
 TARGETS = ["sm_80", "sm_90a"]
 
 
-def launching_project(folder: Path, comment: bool = False) -> Path:
+BROKEN = ("const float inv = rsqrtf(", "const float inv = no_such_function(")  # a patch that does not compile
+
+
+def launching_project(folder: Path, comment: bool = False, broken: bool = False) -> Path:
     """The contract's path: entries `rms` and `rms_residual` (the file's two kernels, one case each), control
-    `eps_after_sqrt` of `rms`, and with `comment` control `comment` too."""
+    `eps_after_sqrt` of `rms`, with `comment` control `comment` too, and with `broken` control `broken`, whose
+    patch does not compile."""
     (folder / "kernels").mkdir(parents=True, exist_ok=True)
     (folder / "controls").mkdir(exist_ok=True)
     shutil.copy(ROOT / SOURCE, folder / SOURCE)
@@ -30,6 +34,12 @@ def launching_project(folder: Path, comment: bool = False) -> Path:
         (folder / "controls" / "comment.patch").write_text(make(text, commented(text), SOURCE))
         controls.append({"name": "comment", "entry": "rms", "gate": 1, "fault": "a comment",
                          "patch": "controls/comment.patch"})
+    if broken:
+        text = (ROOT / SOURCE).read_text()
+        assert text.count(BROKEN[0]) == 1
+        (folder / "controls" / "broken.patch").write_text(make(text, text.replace(*BROKEN), SOURCE))
+        controls.append({"name": "broken", "entry": "rms", "gate": 1, "fault": "no kernel at all",
+                         "patch": "controls/broken.patch"})
     document = {"version": 1, "seed": 1, "targets": TARGETS,
                 "kernels": {name: {"cuda": {"source": SOURCE, "symbols": {"rmsnorm": f"{name}<256>"},
                                             "launch": {"rmsnorm": {"threads": 256}}}}
