@@ -315,7 +315,7 @@ def test_compile_progress_is_a_line_per_batch_and_heartbeat_when_piped_and_a_bar
         lines(batch)
     assert [re.sub(r", \d+ s\)", ")", line) for line in piped.getvalue().splitlines()] == [
         "compile: 3 modules to compile", "compile: a.cu for 2 SMs (2 of 3 compiles)",
-        "compile: b.cu for 1 SMs (3 of 3 compiles)"]
+        "compile: b.cu for 1 SM (3 of 3 compiles)"]
     monkeypatch.setattr(compiling, "HEARTBEAT", 0.0)  # and one whenever the heartbeat is due
     beating = io.StringIO()
     heart = compiling.CompileProgress(Console(file=beating, force_terminal=False, width=200))

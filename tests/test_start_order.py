@@ -1,5 +1,5 @@
 """The pool starts the longest tasks first, by how long the receipt says they took on this kind of machine; the
-parent compiles every SM only for units whose tasks check launch records."""
+parent compiles every SM only for units whose tasks check launch records, and with no GPU the first for the rest."""
 
 from __future__ import annotations
 
@@ -65,4 +65,17 @@ def test_the_parent_compiles_every_sm_only_where_a_task_checks_records(tmp_path,
     targets = len(loaded.targets)
     assert line.startswith(f"compile: {targets + 1} cubins (2 sources on up to {targets} SMs), 0 cached"), line
     again = prebuild(loaded, Builds.of(loaded), [planted], "sm_90")  # another session: the cache holds it
-    assert again.startswith("compile: 1 cubins (1 sources on up to 1 SMs), 1 cached")
+    assert again.startswith("compile: 1 cubin (1 source on up to 1 SM), 1 cached")
+
+
+def test_with_no_gpu_a_launching_control_is_compiled_for_the_first_sm_alone(tmp_path, monkeypatch):
+    from tests.helpers.launching_controls import launching_project
+
+    monkeypatch.setenv("KCONTRACT_CACHE", str(tmp_path / "cache"))
+    loaded = load_contract(str(launching_project(tmp_path)))
+    tasks = [Task("entry", "rms", "rms", loaded.path, [1], 1), Task("control", "eps_after_sqrt", "rms", loaded.path,
+                                                                     [1], 1)]
+    line = prebuild(loaded, Builds.of(loaded), tasks, None)
+    # the entry on sm_90a and on sm_80, whose module its exports are read from; the control on sm_90a alone
+    assert line.startswith("compile: 3 cubins (2 sources on up to 2 SMs), 0 cached"), line
+

@@ -44,6 +44,7 @@ def test_interpreted_gates_pass_and_every_planted_control_goes_red(tmp_path):
     assert done.exit_code == 0, done.output
     assert "--interpret: 1 Triton entry and 4 controls through Triton's interpreter on the CPU" in done.output
     assert f"1 pass gates 1, 2 and 4 {SUMMARY_INTERPRETED}" in done.output, done.output
+    assert "compile: 11 cubins (5 sources on up to 7 SMs)" in done.output, done.output  # gate 5's 7, a control's 1
     assert "4 controls: 4 red as planted, 0 missed" in done.output, done.output
     for name, (gate, _, _) in CONTROLS.items():
         assert f"control {name} (for triton_rms): red as planted at gate {gate}" in done.output, done.output

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kcontract.toolchain.build import Batch
+from kcontract.verdict.summary import plural
 
 HEARTBEAT = 15.0  # seconds between lines, at most, while compiles go on
 
@@ -30,7 +31,7 @@ class CompileProgress:
         if self.bar is not None:
             self.bar.update(self.bar_id, completed=batch.done, description=f"compiling {batch.shown}")
         elif batch.whole or now - self.said >= HEARTBEAT:
-            what = f"for {batch.of} SMs" if batch.whole else f"{batch.sms} of {batch.of} SMs so far"
+            what = f"for {plural(batch.of, 'SM')}" if batch.whole else f"{batch.sms} of {batch.of} SMs so far"
             self.console.print(f"compile: {batch.shown} {what} ({batch.done} of {batch.total} compiles, "
                                f"{now - self.began:.0f} s)", markup=False)
             self.said = now

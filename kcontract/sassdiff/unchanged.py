@@ -18,8 +18,13 @@ from kcontract.sassdiff.same_code import same_bytes, same_machine_code
 
 def unchanged_patches(loaded, builds, sass: bool = True) -> list[ContractError]:
     """One error per patched control whose every symbol keeps its machine code (`sass`; else its bytes) on every
-    SM `builds` (kcontract.builds.builds.Builds) holds both modules of."""
-    return [refusal(loaded, control, sms, sass) for control, sms in unchanged_controls(loaded, builds, sass)]
+    target SM: one that changes nothing on the SMs `builds` (kcontract.builds.builds.Builds) holds is built for
+    the others and judged again, so a refusal names them all."""
+    unchanged = unchanged_controls(loaded, builds, sass)
+    if unchanged:
+        builds.build([control.kernel.compiled for control, _ in unchanged], loaded.targets)
+        unchanged = unchanged_controls(loaded, builds, sass, {control.name for control, _ in unchanged})
+    return [refusal(loaded, control, sms, sass) for control, sms in unchanged]
 
 
 def unchanged_controls(loaded, builds, sass: bool = True, names: set[str] | None = None) -> list[tuple]:

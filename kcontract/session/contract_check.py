@@ -15,7 +15,7 @@ from kcontract.receipts.currency import ReceiptReport, check_receipts
 from kcontract.records.record_check import RecordsReport, check_records
 from kcontract.report.records_text import compile_failures, control_lines, finding_lines, records_lines, records_summary
 from kcontract.sassdiff.recompiled import Recompiled, judge_recompiled
-from kcontract.sassdiff.unchanged import refusal, unchanged_controls
+from kcontract.sassdiff.unchanged import unchanged_patches
 from kcontract.sms import first_sm
 from kcontract.toolchain.globals import unregistered
 from kcontract.verdict.summary import plural
@@ -135,18 +135,13 @@ def _recompiled(session, found: _Found) -> list[str]:
 
 def _refuse_unchanged(loaded, builds, say: Callable[[str], None]) -> None:
     """Raise the first control whose patch changes no machine code on any target SM (saying so where nvdisasm is
-    missing): a control that changes nothing on the SMs built so far is compiled for the others and judged again."""
-    sass = True
+    missing)."""
     try:
-        unchanged = unchanged_controls(loaded, builds)
+        refusals = unchanged_patches(loaded, builds)
     except EnvironmentProblem as error:  # no nvdisasm: bytes still refuse a patch that changes nothing at all
         say(f"note: controls' patches compared by bytes only, not machine code: {error.message}")
-        sass, unchanged = False, unchanged_controls(loaded, builds, sass=False)
-    if unchanged:
-        builds.build([control.kernel.compiled for control, _ in unchanged], loaded.targets)
-        unchanged = unchanged_controls(loaded, builds, sass, {control.name for control, _ in unchanged})
-    if unchanged:
-        refusals = [refusal(loaded, control, sms, sass) for control, sms in unchanged]
+        refusals = unchanged_patches(loaded, builds, sass=False)
+    if refusals:
         refusals[0].others = refusals[1:]
         raise refusals[0]
 
