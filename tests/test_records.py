@@ -158,11 +158,29 @@ def test_limit_problems_may_not_grow_past_the_baseline(tmp_path):
     grown = check_records(load_contract(str(contract)), update=False)
     assert len(grown.problems) == 2 and grown.baseline == 0 and not grown.passed
     assert all("illegal launch on sm_86" in p or "illegal launch on sm_120" in p for p in grown.new_problems)
-    redo = check_records(load_contract(str(contract)), update=True)
+    kept = check_records(load_contract(str(contract)), update=True)  # records rewritten, the baseline not grown
+    assert kept.unaccepted == grown.new_problems and kept.baseline == 0 and not kept.passed
+    redo = check_records(load_contract(str(contract)), update=True, accept_limits=True)
     assert "baseline: 0 -> 2 limit problems" in redo.changes
     assert redo.passed and redo.baseline == 2
     baseline = json.loads((tmp_path / "records" / "baseline.json").read_text())
     assert baseline["limit_problems"] == 2 and len(baseline["problems"]) == 2
+
+
+def test_update_adds_a_new_limit_problem_to_the_baseline_only_when_asked_by_name(tmp_path):
+    contract = project(tmp_path, dynamic_smem=65536)
+    assert CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)]).exit_code == 0
+    contract.write_text(CONTRACT.replace("DYN", str(100 * 1024)))
+    kept = CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)])
+    assert kept.exit_code == 1, kept.output
+    assert "FAIL gate 5: new limit problem: " in kept.output and "illegal launch on sm_86" in kept.output
+    assert ("note: records/baseline.json left without 2 new limit problems: fix the kernel, or accept them with "
+            "`kcontract records --update --accept-limit-problems`") in kept.output, kept.output
+    assert json.loads((tmp_path / "records" / "baseline.json").read_text())["limit_problems"] == 0
+    accepted = CliRunner().invoke(cli, ["records", "--update", "--accept-limit-problems", "--contract",
+                                        str(contract)])
+    assert accepted.exit_code == 0, accepted.output
+    assert "changed: baseline: 0 -> 2 limit problems" in accepted.output
 
 
 def test_a_launch_sized_by_each_sms_opt_in_is_recorded_and_checked_per_sm(tmp_path):

@@ -16,6 +16,7 @@ from kcontract.report.records_text import (
     print_limits,
     print_records,
 )
+from kcontract.errors import UsageError
 from kcontract.exitcodes import ExitCode
 from kcontract.records.record_check import check_records
 from kcontract.session.session import Session
@@ -25,22 +26,41 @@ from kcontract.session.session import Session
 @contract_option
 @click.option("--update", is_flag=True, help="Rewrite the toolchain's records and records/baseline.json, and print "
                                              "what changed.")
+@click.option("--accept-limit-problems", "accept_limits", is_flag=True,
+              help="With --update: add new limit problems (spills, illegal launches) to the baseline.")
 @click.option("--jobs", type=click.IntRange(1, 64), help="Worker processes for cold compiles.")
 @strict_records_option
 @user_errors
-def records_command(contract_path: str, update: bool, jobs: int | None, strict_records: bool) -> None:
+def records_command(contract_path: str, update: bool, accept_limits: bool, jobs: int | None,
+                    strict_records: bool) -> None:
     """Show gate 5's launch records against fresh compiles; with --update, rewrite them for the toolchain in use."""
+    _needs_update(update, accept_limits)
     session = Session(contract_path)
     session.machine(cuda=True, gpu=False, say=lambda line: err.print(line, markup=False))
-    report = check_records(session.loaded, update=update, jobs=jobs, strict=strict_records)
+    report = check_records(session.loaded, update=update, jobs=jobs, strict=strict_records,
+                           accept_limits=accept_limits)
     failures = compile_failures(report.build.failures) if report.build else []
     if update and (report.errors or failures):
         _refuse_update(report, failures)
     _show(report, session.loaded.targets, update, failures)
+    _note_unaccepted(report)
     tools = ", ".join(report.toolchains) or report.toolchain.id
     out.print(f"RECORDS {tools} in {report.root}: {records_summary(report)}", markup=False)
     passed = report.passed and not failures and not report.missed_controls
     sys.exit(int(ExitCode.OK if passed else ExitCode.FAILED))
+
+
+def _needs_update(update: bool, accept_limits: bool) -> None:
+    """--accept-limit-problems only beside --update, which writes the baseline it adds to."""
+    if accept_limits and not update:
+        raise UsageError("--accept-limit-problems adds to the baseline that --update rewrites: add --update")
+
+
+def _note_unaccepted(report) -> None:
+    """Say which new limit problems --update left out of the baseline, and how to accept them."""
+    if report.unaccepted:
+        err.print(f"note: records/baseline.json left without {len(report.unaccepted)} new limit problems: fix the "
+                  f"kernel, or accept them with `kcontract records --update --accept-limit-problems`", markup=False)
 
 
 def _show(report, targets: list[str], update: bool, failures: list[str]) -> None:

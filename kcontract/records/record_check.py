@@ -84,6 +84,7 @@ class RecordsReport:
     baseline_problems: list[str] = field(default_factory=list)
     controls: list[ControlVerdict] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)  # what --update rewrote
+    unaccepted: list[str] = field(default_factory=list)  # limit problems --update kept out of the baseline
     build: Build | None = None
     compile_failures: list[Failure] = field(default_factory=list)  # of gate-5 kernels
     findings: list[str] = field(default_factory=list)  # what the toolchain in use cannot check (not failures)
@@ -209,9 +210,10 @@ def _worse(rows: list[Row], found: list[Row]) -> list[Row]:
 
 
 def check_records(loaded, update: bool = False, *, root: Path | None = None, builds: Builds | None = None,
-                  jobs: int | None = None, strict: bool = False) -> RecordsReport:
+                  jobs: int | None = None, strict: bool = False, accept_limits: bool = False) -> RecordsReport:
     """Gate 5 for a whole LoadedContract (its kernels from `builds`, the session's, else made here); with update,
-    rewrite records and baseline first and list the changes."""
+    rewrite records and baseline first and list the changes (a limit problem joins the baseline only with
+    `accept_limits`)."""
     builds = builds or Builds.of(loaded, jobs=jobs)
     entries, controls = _entries(loaded), _controls(loaded)
     built = builds.build(recorded_kernels(loaded), loaded.targets)
@@ -231,7 +233,7 @@ def check_records(loaded, update: bool = False, *, root: Path | None = None, bui
     if update:
         if report.errors or report.compile_failures:
             return report
-        _update(loaded, report, fresh)
+        _update(loaded, report, fresh, accept_limits)
     report.findings = [line for tool, (compiler, skipped) in tools.items()
                        for line in toolchain_findings(report.root, tool, compiler, skipped)]
     report.notes += orphan_records(loaded, report.root)
@@ -348,9 +350,9 @@ def compare(name: str, committed: dict | None, fresh: dict, targets: list[str], 
     return rows, notes
 
 
-def _update(loaded, report: RecordsReport, fresh: dict[str, dict]) -> None:
+def _update(loaded, report: RecordsReport, fresh: dict[str, dict], accept_limits: bool) -> None:
     """Rewrite every entry's record for the toolchain in use, drop record files of entries that are gone (of every
-    toolchain), rewrite the baseline; list the changes."""
+    toolchain), rewrite the baseline (a new limit problem only with `accept_limits`); list the changes."""
     names = {e.name for e in _entries(loaded)}
     for toolchain in recorded_toolchains(report.root):
         for name, path in record_files(report.root, toolchain).items():
@@ -367,6 +369,9 @@ def _update(loaded, report: RecordsReport, fresh: dict[str, dict]) -> None:
         problems += _problems(name, record)
     old_baseline = read_baseline(report.root)
     old_count = None if old_baseline is None else old_baseline.get("limit_problems")
+    known = set((old_baseline or {}).get("problems", []))
+    report.unaccepted = [] if accept_limits else [p for p in problems if p not in known]
+    problems = [p for p in problems if p not in report.unaccepted]
     if old_baseline is None or sorted(old_baseline.get("problems", [])) != sorted(problems):
         write_baseline(report.root, report.toolchain.id, problems)
         report.changes.append(f"baseline: {old_count if old_count is not None else 'none'} -> {len(problems)} "
