@@ -90,7 +90,7 @@ def test_a_current_project_passes_and_counts_its_compiles(project):
     done = check(project)
     assert done.exit_code == 0, done.output
     assert "2 __global__ in kernels/, 0 unregistered" in done.output
-    assert "3 compiles (1 sources x 3 SMs, 3 cached), 0 failed" in done.output
+    assert "3 compiles (1 source x 3 SMs, 3 cached), 0 failed" in done.output
     assert "gate 5: 6 current, 0 stale, 0 missing, 0 limit problems (baseline 0)" in done.output
     assert "receipts: no receipts" in done.output
 
@@ -104,7 +104,7 @@ def test_jobs_auto_compiles_with_a_worker_per_usable_core_as_run_does(project, m
     (project.parent / "kernels" / "tiny.cu").write_text(TINY.read_text() + "\n// a cold compile\n")
     done = CliRunner().invoke(cli, ["check", "--contract", str(project), "--jobs", "auto"])
     assert asked == [usable_cores()], done.output
-    assert "3 compiles (1 sources x 3 SMs, 0 cached), 0 failed" in done.output
+    assert "3 compiles (1 source x 3 SMs, 0 cached), 0 failed" in done.output
 
 
 def test_an_unregistered_kernel_fails_by_name(project):
@@ -261,7 +261,7 @@ def test_a_cold_check_says_each_batch_of_compiles_on_stderr(project, tmp_path, m
 def test_recompile_compiles_every_module_afresh_and_finds_the_cache_as_it_was(project):
     done = CliRunner().invoke(cli, ["check", "--contract", str(project), "--recompile"])
     assert done.exit_code == 0, done.output
-    assert re.search(r"3 compiles \(1 sources x 3 SMs, 0 cached; 3 recompiled: (\d) bit-identical, (\d) the same but "
+    assert re.search(r"3 compiles \(1 source x 3 SMs, 0 cached; 3 recompiled: (\d) bit-identical, (\d) the same but "
                      r"for internal symbols' process ids, 0 the same machine code, 0 new to the cache, 0 unlike the "
                      r"cache\), 0 failed", done.output), done.output
 

@@ -195,7 +195,7 @@ def test_check_compiles_a_launching_control_for_its_first_sm_alone_where_its_cod
     assert CliRunner().invoke(cli, ["records", "--update", "--contract", str(contract)]).exit_code == 0
     done = CliRunner().invoke(cli, ["check", "--contract", str(contract)])
     assert done.exit_code == 0, done.output
-    assert "3 compiles (1 sources x 2 SMs and 1 control on sm_90a, " in done.output, done.output
+    assert "3 compiles (1 source x 2 SMs and 1 control on sm_90a, " in done.output, done.output
 
 
 def test_check_refuses_a_comment_only_launching_control_on_every_target_it_compiled_afterwards(tmp_path, monkeypatch):

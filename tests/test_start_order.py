@@ -78,4 +78,3 @@ def test_with_no_gpu_a_launching_control_is_compiled_for_the_first_sm_alone(tmp_
     line = prebuild(loaded, Builds.of(loaded), tasks, None)
     # the entry on sm_90a and on sm_80, whose module its exports are read from; the control on sm_90a alone
     assert line.startswith("compile: 3 cubins (2 sources on up to 2 SMs), 0 cached"), line
-

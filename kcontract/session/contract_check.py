@@ -165,8 +165,8 @@ def _compiled_text(loaded, found: _Found) -> str:
     failed = len({(f.unit.ident, f.sm) for f in built.failures})
     again = f"; {found.recompiled.text()}" if found.recompiled else ""
     first = f" and {plural(found.first_units, 'control')} on {found.first_sm}" if found.first_units else ""
-    return (f"{_compiles(found)} compiles ({found.units} sources x {len(sms)} SMs{first}, {built.cached} cached"
-            f"{again}), "
+    return (f"{_compiles(found)} compiles ({plural(found.units, 'source')} x {len(sms)} SMs{first}, "
+            f"{built.cached} cached{again}), "
             f"{failed} failed; gate 5: {records_summary(report)}; gate-5 controls: "
             f"{sum(c.red for c in report.controls)} red as planted, {len(report.missed_controls)} missed; "
             f"toolchain {found.toolchain.id}")

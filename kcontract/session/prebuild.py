@@ -17,10 +17,10 @@ RECORDS_GATE = records_gate().number  # compiles for every target SM; the other 
 
 def prebuild(loaded, builds, tasks: list[Task], device_sm: str | None) -> str | None:
     """Compile the tasks' CUDA and Triton units through `builds` (kcontract.builds.builds.Builds): for every target
-    those of the records gate's tasks, the others for the device's target (with no GPU, the first: kcontract.sms.first_sm)
-    and an entry's for the SM the parent reads exports from; one line saying what was built, or None when nothing
-    was. Failures are left to the tasks, which report them by gate; a control's patch that changes no machine code
-    is a ContractError."""
+    those of the records gate's tasks, the others for the device's target (with no GPU, the first SM:
+    kcontract.sms.first_sm) and an entry's for the SM the parent reads exports from; one line saying what was built,
+    or None when nothing was. Failures are left to the tasks, which report them by gate; a control's patch that
+    changes no machine code is a ContractError."""
     needs = _needs(loaded, builds, tasks, device_sm)
     if not needs:
         return None
