@@ -16,6 +16,8 @@ from kcontract.coverage.instrument import instrument
 from kcontract.coverage.report import entry_report
 from kcontract.contract.model import CoverageFloor
 from kcontract.errors import ContractError
+from kcontract.toolchain.nvrtc import Compiled, compile_cubin
+from tests.helpers.toolchain import toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = """// a test kernel
@@ -62,6 +64,31 @@ def test_probes_sit_in_blocks_and_if_outcomes_and_move_no_line():
     assert done.probes[loop].line == 16 and "{ kcontract_cov_hit(kcontract_cov_%d); out[j] += 1; }" % loop in body
     assert set(done.lines) == {4, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
     assert done.lines[15] == done.lines[7] and done.probes[done.lines[18]].line == 18 != done.lines[19]
+
+
+COMPILE_TIME = """namespace ns {
+template <int D>
+__device__ constexpr int min_blocks() {
+  if (D == 128) { return 4; }
+  return 2;
+}
+}  // namespace ns
+template <int D>
+__global__ void __launch_bounds__(128, ns::min_blocks<D>()) k(int* out) {
+  if (D > 1) { out[0] = 1; }
+}
+template __global__ void k<128>(int*);
+"""
+
+
+def test_a_constexpr_function_gets_no_probe_and_its_lines_are_no_code():
+    done = instrument(COMPILE_TIME)
+    assert "kcontract_cov_hit" not in done.text.split("\n", 1)[1].split("namespace ns")[1].split("}  // namespace")[0]
+    assert set(done.lines) == {10} and [line for line, *_ in done.branches] == [10]
+    tool = toolchain()
+    built = compile_cubin(str(tool.nvrtc.path), done.text.encode(), "k.cu", ("k<128>",), "sm_90a", (),
+                          (str(tool.headers.path),))
+    assert isinstance(built, Compiled), built  # the launch bound is still a constant
 
 
 def test_every_shipped_kernel_compiles_with_its_probes_and_each_entry_reaches_its_own_lines(tmp_path, monkeypatch):

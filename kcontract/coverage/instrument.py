@@ -7,7 +7,8 @@ Every compound statement inside a function body (a function's, an `if`'s, `else`
 declared on a line put first; nothing else moves, so every other line keeps its number. A source line counts
 as code when it lies inside a function body and holds more than braces, so each code line belongs to one
 probe: its innermost block, or the branch outcome whose unbraced statement it is. Loop exits and the operands
-of `?:`, `&&` and `||` have no probes of their own.
+of `?:`, `&&` and `||` have no probes of their own. A `constexpr` or `consteval` function's body gets none
+either: the compiler may run it (a template argument, `__launch_bounds__`), where a probe cannot be called.
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ class _Walker:
             if t.text == "{":
                 prev = toks[i - 1].text if i else ""
                 code = prev in CODE_BEFORE and not (prev in ("{", "}", ";", ":") and not inside)
+                if code and not inside and self._compile_time(i):
+                    i = _match(toks, i, "{", "}") + 1
+                    continue
                 if code and self._switch_block(i):
                     frames.append(["switch", frames[-1][1] if frames else -1])
                 elif code:
@@ -136,6 +140,17 @@ class _Walker:
             if frames and frames[-1][1] >= 0 and (inside or frames[-1][0] == "other"):
                 self.owner.setdefault(i, frames[-1][1])
             i += 1
+
+    def _compile_time(self, i: int) -> bool:
+        """Whether the `{` at i opens the body of a `constexpr` or `consteval` function (its head runs back to the
+        previous `;`, `{` or `}`)."""
+        for j in range(i - 1, -1, -1):
+            text = self.toks[j].text
+            if text in (";", "{", "}"):
+                return False
+            if text in ("constexpr", "consteval"):
+                return True
+        return False
 
     def _switch_block(self, i: int) -> bool:
         """Whether the `{` at i opens a switch's body (a probe there could never run before its first case)."""
