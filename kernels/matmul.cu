@@ -40,15 +40,17 @@ constexpr int kRowBytes = kTileK * 2;  // one tile row of a stage
 constexpr int kSmemLimit = 227 * 1024;  // opt-in dynamic shared memory per block on sm_90
 constexpr int kSmemPerSm = 228 * 1024;  // shared memory per SM on sm_90, of which the system keeps 1 KB per block
 constexpr int kSmemReserved = 1024;
-constexpr int kMaxStages = 8;
+constexpr int kMaxStages = 16;    // barriers reserved per block; a tile of 64 or 128 rows takes at most 8 stages
 
 // The layout of a BM x BN tile: each consumer warpgroup's wgmma, the stages, the fp32 tile pieces are added from.
 template <int BM, int BN>
 struct Tile {
-  static_assert(BM == 64 || BM == 128, "tiles of 64 or 128 rows (one or two wgmma row blocks)");
-  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256 || (BM == 64 && (BN == 16 || BN == 32)),
-                "tiles of 64, 128, 192 or 256 columns, or 64-row tiles of 16 or 32");
+  static_assert(BM == 8 || BM == 64 || BM == 128, "tiles of 8, 64 or 128 rows");
+  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256 || (BM <= 64 && (BN == 16 || BN == 32)),
+                "tiles of 64, 128, 192 or 256 columns, or 8- and 64-row tiles of 16 or 32");
+  static_assert(BM != 8 || BN <= 128, "8-row tiles of at most 128 columns");
   static constexpr int kCols = BM == 128 ? BN : BN / 2;  // columns of one consumer warpgroup (its wgmma's N)
+  static constexpr int kSbo = BM == 8 ? 0 : kSwizzleSbo;  // 8 rows: every 8-row group of wgmma's 64 reads the same
   static constexpr int kAcc = kCols / 2;                  // fp32 accumulators per consumer thread
   static_assert(kCols == 8 || kCols == 16 || kCols == 32 || kCols == 64 || kCols == 128 || kCols == 192 ||
                     kCols == 256,
@@ -60,7 +62,8 @@ struct Tile {
                                         ? kSmemPerSm / kBlocks - kSmemReserved
                                         : kSmemLimit;  // shared memory one of kBlocks blocks may take
   static constexpr int kStagesFit = (kBlockSmem - kAlign - kBarrierBytes) / kStageBytes;
-  static constexpr int kStages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;  // stages in flight
+  static constexpr int kStageCap = BM == 8 ? kMaxStages : 8;  // an 8-row tile's stages hold almost only weights
+  static constexpr int kStages = kStagesFit < kStageCap ? kStagesFit : kStageCap;  // stages in flight
   static constexpr int kPitch = BN + 8;  // floats per row of the fp32 tile pieces are added from (fewer bank clashes)
   static constexpr int kSumBytes = BM * kPitch * 4;
   static constexpr int kDataBytes = kStages * kStageBytes > kSumBytes ? kStages * kStageBytes : kSumBytes;
@@ -181,7 +184,7 @@ __device__ __forceinline__ void consume(float (&d)[Tile<BM, BN>::kAcc], unsigned
     const int i = kt - piece.first, stage = i % T::kStages;
     tma::wait(&full[stage], (i / T::kStages) & 1);
     unsigned char* a_s = data + stage * T::kStageBytes;
-    const unsigned long long a = wg::smem_desc(a_s + a_row * kRowBytes, kSwizzleLbo, kSwizzleSbo, 1);
+    const unsigned long long a = wg::smem_desc(a_s + a_row * kRowBytes, kSwizzleLbo, T::kSbo, 1);
     const unsigned long long b = wg::smem_desc(a_s + (BM + b_row) * kRowBytes, kSwizzleLbo, kSwizzleSbo, 1);
     wg::fence();
     ktile<T::kCols>(d, a, b);
@@ -199,10 +202,12 @@ __device__ __forceinline__ void stash(float* tile, const float (&d)[Tile<BM, BN>
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int row = (BM == 128 ? kWarpgroupRows * c : 0) + 16 * warp + lane / 4;
   const int col = (BM == 128 ? 0 : T::kCols * c) + 2 * (lane % 4);
+  if (BM == 8 && warp > 0) return;  // 8 rows: warp 0's first 8 rows are the tile, the rest repeat them
 #pragma unroll
   for (int t = 0; t < T::kCols / 8; ++t) {
     *reinterpret_cast<float2*>(tile + row * T::kPitch + 8 * t + col) = make_float2(d[4 * t], d[4 * t + 1]);
-    *reinterpret_cast<float2*>(tile + (row + 8) * T::kPitch + 8 * t + col) = make_float2(d[4 * t + 2], d[4 * t + 3]);
+    if (BM > 8)
+      *reinterpret_cast<float2*>(tile + (row + 8) * T::kPitch + 8 * t + col) = make_float2(d[4 * t + 2], d[4 * t + 3]);
   }
 }
 
