@@ -2,15 +2,16 @@
 // (K contiguous), fp32 accumulation, out [M, N] in bf16 (RN-even, OUT_BF16 = 1) or fp32. K is cut into SPLIT
 // contiguous pieces by K and SPLIT alone, and every output is the same sum of the same pieces whatever tile
 // computes it, so a row's bits do not depend on M, on the batch it is in or on its slot there, and a caller may
-// choose the tile from M. A block takes a BM x BN tile of out (BM 64 or 128; BN 64, 128, 192 or 256, and BN 16 or
-// 32 at BM 64) over one piece; the SPLIT blocks of a tile form one thread-block cluster that adds their pieces in a
-// fixed order. Narrow tiles keep Tile::kBlocks blocks on an SM, so that few rows still stream the weights from
-// enough blocks to keep every SM's loads in flight.
+// choose the tile from M. A block takes a BM x BN tile of out (BM 8, 64 or 128; BN 64, 128, 192 or 256, BN 16 or
+// 32 at BM 8 or 64, and BN 48 at BM 8) over one piece; the SPLIT blocks of a tile form one thread-block cluster
+// that adds their pieces in a fixed order. Narrow tiles keep Tile::kBlocks blocks on an SM, so that few rows still
+// stream the weights from enough blocks to keep every SM's loads in flight; an 8-row tile keeps a's 8 rows once per
+// stage (wgmma reads them as each of its eight 8-row groups), so its stages hold almost only weights.
 //
 // Launch geometry: grid (ceil(N / BN), ceil(M / BM), SPLIT) in clusters of (1, 1, SPLIT), blocks mapped to tiles
 // in groups of 16 row tiles (tile_index); 384 threads: a producer warpgroup, one thread of which feeds
 // Tile::kStages shared-memory stages through the tensor copy engine, and two consumer warpgroups (BM 128: 64 rows
-// each; BM 64: BN / 2 columns each); Tile::kSmemBytes bytes of dynamic shared memory.
+// each; BM 8 or 64: BN / 2 columns each); Tile::kSmemBytes bytes of dynamic shared memory.
 // a_map and b_map: tensor maps of a and b (bf16, 2D, K innermost) with boxes of 64 x min(BM, m) and 64 x BN
 // elements and the 128-byte swizzle (a call of fewer rows than a tile loads only its own rows of a). K and N
 // multiples of 8. Off sm_90a it traps.
@@ -46,14 +47,15 @@ constexpr int kMaxStages = 16;    // barriers reserved per block; a tile of 64 o
 template <int BM, int BN>
 struct Tile {
   static_assert(BM == 8 || BM == 64 || BM == 128, "tiles of 8, 64 or 128 rows");
-  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256 || (BM <= 64 && (BN == 16 || BN == 32)),
-                "tiles of 64, 128, 192 or 256 columns, or 8- and 64-row tiles of 16 or 32");
+  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256 || (BM <= 64 && (BN == 16 || BN == 32)) || BN == 48,
+                "tiles of 64, 128, 192 or 256 columns, 8- and 64-row tiles of 16 or 32, or 8-row tiles of 48");
   static_assert(BM != 8 || BN <= 128, "8-row tiles of at most 128 columns");
+  static_assert(BN != 48 || BM == 8, "48 columns only in 8-row tiles");
   static constexpr int kCols = BM == 128 ? BN : BN / 2;  // columns of one consumer warpgroup (its wgmma's N)
   static constexpr int kSbo = BM == 8 ? 0 : kSwizzleSbo;  // 8 rows: every 8-row group of wgmma's 64 reads the same
   static constexpr int kAcc = kCols / 2;                  // fp32 accumulators per consumer thread
-  static_assert(kCols == 8 || kCols == 16 || kCols == 32 || kCols == 64 || kCols == 128 || kCols == 192 ||
-                    kCols == 256,
+  static_assert(kCols == 8 || kCols == 16 || kCols == 24 || kCols == 32 || kCols == 64 || kCols == 128 ||
+                    kCols == 192 || kCols == 256,
                 "a warpgroup's columns are one wgmma's N: 64-row tiles of 16, 32, 64, 128 or 256 columns");
   static constexpr int kBlocks = BN == 16 ? 3 : BN == 32 ? 2 : 1;  // blocks resident on one SM
   static constexpr int kStageBytes = (BM + BN) * kRowBytes;  // a's BM rows, then b's BN rows
@@ -91,6 +93,16 @@ __constant__ const int kExportSmemBytes =  // the launch's dynamic shared memory
     0;  // elsewhere none, as the contract launches it (the kernel traps off sm_90a)
 #endif
 
+// d += A B: A (64 x 16) and B (16 x 24) from shared memory, both K-major (a consumer's half of 48 columns).
+__device__ __forceinline__ void ss_n24(float (&d)[12], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %14, 0;\nwgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, %12, %13, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
+      : "l"(a), "l"(b), "n"(1));
+}
+
 // d += A B over one k tile: the four k-steps along K in increasing order.
 template <int N>
 __device__ __forceinline__ void ktile(float (&d)[N / 2], unsigned long long a, unsigned long long b) {
@@ -107,6 +119,8 @@ __device__ __forceinline__ void ktile(float (&d)[N / 2], unsigned long long a, u
       wg::ss_n64(d, a + step, b + step);
     } else if constexpr (N == 32) {
       wg::ss_n32(d, a + step, b + step);
+    } else if constexpr (N == 24) {
+      ss_n24(d, a + step, b + step);
     } else if constexpr (N == 16) {
       wg::ss_n16(d, a + step, b + step);
     } else {
