@@ -73,8 +73,11 @@ def test_launches_follow_the_schedule_and_split_k(loaded):
     assert launch.tensor_maps == {"a_map": TensorMap("a", (64, 128)), "b_map": TensorMap("b", (64, 256))}
     assert problem.inputs["a"].shape == (1000, 16384) and problem.outputs["out"].shape == (1000, 4096)
     (launch,) = family.checks(Suite.REALISTIC, "m7_k16384_n4096")[0].problem.launches
-    assert launch.role == "m64n64" and launch.grid == (4096 // 64, 1, 2)
+    assert launch.role == "m8n64" and launch.grid == (4096 // 64, 1, 2)  # 8-row tiles up to 8 rows
     assert launch.tensor_maps == {"a_map": TensorMap("a", (64, 7)), "b_map": TensorMap("b", (64, 64))}
+    down = family_of(loaded, "matmul_down_k16384_n4096")
+    assert [down._launch(m, 16384, 4096)[0].role for m in (1, 8, 9, 64, 65)] == \
+        ["m8n64", "m8n64", "m64n64", "m64n64", "m128n128"]
     qkv = family_of(loaded, "matmul_qkv_k4096_n6144")
     assert [qkv._launch(m, 4096, 6144)[0].role for m in (1, 64, 65, 511, 512, 2047, 2048, 4096)] == \
         ["m64n64", "m64n64", "m128n128", "m128n128", "m128n192", "m128n192", "m128n256", "m128n256"]
