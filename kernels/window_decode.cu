@@ -472,20 +472,36 @@ window_decode_merge(const float* __restrict__ part_m, const float* __restrict__ 
   for (int i = 0; i < DL; ++i) o[i] = 0.0f;
   // Warp w sums the chunks [w * per, (w + 1) * per) in chunk order: L = fma(f_c, l_c, L), O = fma(f_c, o_c, O)
   // from 0.0f; the warps' sums are then added in warp order. The split follows the row's own chunk count only.
+  // A warp loads kBatch chunks (their m, l and its lanes' o) before it adds the first of them, so that many
+  // loads are in flight; past the run's end it loads the last chunk again and adds nothing.
+  constexpr int kBatch = D <= 256 ? 8 : 4;
   const int per = (count + wd::kMergeWarps - 1) / wd::kMergeWarps;
   const int c_end = min(count, (warp + 1) * per);
-#pragma unroll 2
-  for (int c = warp * per; c < c_end; ++c) {
-    const float f = expf(m_row[c] - big_m);              // rounding: RN(m_c - M), then expf
-    l = fmaf(f, l_row[c], l);                            // rounding: one fma per chunk
-    const float* o_c = o_row + static_cast<size_t>(c) * D + 4 * lane;
+  for (int c0 = warp * per; c0 < c_end; c0 += kBatch) {
+    float m_c[kBatch], l_c[kBatch];
+    float4 o_c[kBatch][DL / 4];
 #pragma unroll
-    for (int i = 0; i < DL / 4; ++i) {
-      const float4 v = *reinterpret_cast<const float4*>(o_c + 128 * i);
-      o[4 * i] = fmaf(f, v.x, o[4 * i]);  // rounding: one fma per chunk
-      o[4 * i + 1] = fmaf(f, v.y, o[4 * i + 1]);
-      o[4 * i + 2] = fmaf(f, v.z, o[4 * i + 2]);
-      o[4 * i + 3] = fmaf(f, v.w, o[4 * i + 3]);
+    for (int u = 0; u < kBatch; ++u) {
+      const int c = min(c0 + u, c_end - 1);
+      m_c[u] = m_row[c];
+      l_c[u] = l_row[c];
+#pragma unroll
+      for (int i = 0; i < DL / 4; ++i)
+        o_c[u][i] = *reinterpret_cast<const float4*>(o_row + static_cast<size_t>(c) * D + 4 * lane + 128 * i);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (c0 + u < c_end) {  // warp-uniform: the chunks in chunk order, as one at a time
+        const float f = expf(m_c[u] - big_m);  // rounding: RN(m_c - M), then expf
+        l = fmaf(f, l_c[u], l);                // rounding: one fma per chunk
+#pragma unroll
+        for (int i = 0; i < DL / 4; ++i) {
+          o[4 * i] = fmaf(f, o_c[u][i].x, o[4 * i]);  // rounding: one fma per chunk
+          o[4 * i + 1] = fmaf(f, o_c[u][i].y, o[4 * i + 1]);
+          o[4 * i + 2] = fmaf(f, o_c[u][i].z, o[4 * i + 2]);
+          o[4 * i + 3] = fmaf(f, o_c[u][i].w, o[4 * i + 3]);
+        }
+      }
     }
   }
   if (lane == 0) warp_l[warp] = l;
