@@ -473,7 +473,7 @@ window_decode_merge(const float* __restrict__ part_m, const float* __restrict__ 
   // Warp w sums the chunks [w * per, (w + 1) * per) in chunk order: L = fma(f_c, l_c, L), O = fma(f_c, o_c, O)
   // from 0.0f; the warps' sums are then added in warp order. The split follows the row's own chunk count only.
   // A warp loads kBatch chunks (their m, l and its lanes' o) before it adds the first of them, so that many
-  // loads are in flight; past the run's end it loads the last chunk again and adds nothing.
+  // loads are in flight; a batch past the run's end loads and adds nothing there.
   constexpr int kBatch = D <= 256 ? 8 : 4;
   const int per = (count + wd::kMergeWarps - 1) / wd::kMergeWarps;
   const int c_end = min(count, (warp + 1) * per);
@@ -482,12 +482,14 @@ window_decode_merge(const float* __restrict__ part_m, const float* __restrict__ 
     float4 o_c[kBatch][DL / 4];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int c = min(c0 + u, c_end - 1);
-      m_c[u] = m_row[c];
-      l_c[u] = l_row[c];
+      const int c = c0 + u;
+      if (c < c_end) {  // warp-uniform
+        m_c[u] = m_row[c];
+        l_c[u] = l_row[c];
 #pragma unroll
-      for (int i = 0; i < DL / 4; ++i)
-        o_c[u][i] = *reinterpret_cast<const float4*>(o_row + static_cast<size_t>(c) * D + 4 * lane + 128 * i);
+        for (int i = 0; i < DL / 4; ++i)
+          o_c[u][i] = *reinterpret_cast<const float4*>(o_row + static_cast<size_t>(c) * D + 4 * lane + 128 * i);
+      }
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
