@@ -67,10 +67,20 @@ def project(tmp_path, monkeypatch) -> Path:
     contract = tmp_path / "contract.yaml"
     contract.write_text(CONTRACT)
     commit_all(tmp_path)
-    write_receipt(contract, gpu_receipt(contract))
+    write_receipt(contract, scored(gpu_receipt(contract), tmp_path))
     commit_all(tmp_path, "the receipt")
     monkeypatch.chdir(tmp_path)
     return contract
+
+
+def scored(receipt: dict, base: Path) -> dict:
+    """The receipt with a full mutation score of each kernel source as it is, as a complete receipt has."""
+    from kcontract.identity import file_sha256
+
+    receipt["mutation"] = {name: {"entry": name, "score_pct": 100.0, "mutants": 30,
+                                  "source_sha256": file_sha256(base / "kernels" / f"{name}.cu")}
+                           for name in ("tiny", "other")}
+    return receipt
 
 
 def states(contract: Path, machine: bool = False) -> dict[str, str]:
@@ -102,12 +112,14 @@ def test_editing_one_cuda_source_stales_exactly_its_entries_and_their_controls(p
     done = receipt_check()
     assert done.exit_code == 1
     lines = done.output.splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert lines[0].startswith("FAIL receipts/contract-h200.json: 2 rows stale (tiny, control tiny_doubled): "
                                "kernels/tiny.cu changed (sha256 ")
     assert "; its machine code changed on sm_80 (tiny_round): run `kcontract run --contract contract.yaml " \
            "--stale --receipt receipts/contract-h200.json` on a GPU and commit it" in lines[0]
-    assert lines[1] == "receipts: 1 receipt: 1 of 3 rows current, 2 stale"
+    assert lines[1].startswith("note: receipts/contract-h200.json: 1 compiled entry has no mutation score of its "
+                               "kernel source as it is (tiny)")  # its score measured the source before the edit
+    assert lines[2] == "receipts: 1 receipt: 1 of 3 rows current, 2 stale"
 
 
 def test_editing_one_entrys_yaml_stales_only_that_entry(project):
@@ -291,7 +303,7 @@ def legacy_of(contract: Path, commit: str) -> dict:
             "sources": sources, "summary": rows["summary"], "exit_code": 0, "counts": rows["counts"],
             "entries": [{k: v for k, v in r.items() if k not in strip} for r in rows["entries"]],
             "controls": [{k: v for k, v in r.items() if k not in strip} for r in rows["controls"]],
-            "mutation": {"tiny": {"entry": "tiny", "score_pct": 90.0, "mutants": 10}}}
+            "mutation": {"tiny": {"entry": "tiny", "score_pct": 96.0, "mutants": 10}}}
 
 
 def test_upgrade_turns_an_earlier_receipt_into_current_rows_judged_by_an_earlier_checker(project):
@@ -386,3 +398,31 @@ def test_rooflines_drawn_from_other_bench_rows_fail_the_check(project):
     assert [p for p in check_receipts(loaded).problems if "rooflines" in p] == [
         "receipts/contract-h200.json: 1 of its rooflines drawn from other bench rows (tiny.svg): run `kcontract bench "
         "--from-receipt receipts/contract-h200.json --plot receipts/contract-h200.plots` and commit them"]
+
+
+def test_a_mutation_score_below_the_floor_fails_and_a_missing_one_is_named_in_a_note(project):
+    from kcontract.identity import file_sha256
+
+    receipt = json.loads((project.parent / "receipts" / "contract-h200.json").read_text())
+    receipt["mutation"] = {}
+    write_receipt(project, receipt)
+    first = receipt_check()
+    assert first.exit_code == 0, first.output
+    assert ("2 compiled entries have no mutation score of their kernel source as it is (tiny, other): run "
+            "`kcontract mutate ENTRY --contract contract.yaml --receipt receipts/contract-h200.json` on a GPU for "
+            "each and commit it") in first.output
+    receipt = json.loads((project.parent / "receipts" / "contract-h200.json").read_text())
+    tiny, other = (file_sha256(project.parent / "kernels" / f"{n}.cu") for n in ("tiny", "other"))
+    receipt["mutation"] = {"tiny": {"source_sha256": tiny, "score_pct": 94.9, "mutants": 30},
+                           "other": {"source_sha256": other, "score_pct": 95.0, "mutants": 30}}
+    write_receipt(project, receipt)
+    done = receipt_check()
+    assert done.exit_code == 1 and ("FAIL receipts/contract-h200.json: tiny's gates kill 94.9 % of its mutants, "
+                                    "below the floor of 95 %") in done.output
+    assert "other's gates" not in done.output and "no mutation score" not in done.output
+    receipt["mutation"]["tiny"]["score_pct"] = 100.0
+    write_receipt(project, receipt)
+    assert receipt_check().exit_code == 0
+    source = project.parent / "kernels" / "tiny.cu"
+    source.write_text(source.read_text() + "// touched\n")
+    assert "1 compiled entry has no mutation score of its kernel source as it is (tiny)" in receipt_check().output

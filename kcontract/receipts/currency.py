@@ -19,6 +19,7 @@ from kcontract.receipts.carried import entry_source_sha256
 from kcontract.receipts.plots import receipt_plots, redraw_command
 from kcontract.receipts.judge import CURRENT, FAILED, MISSING, ORPHANED, STALE, RowJudgement, judge_rows
 from kcontract.receipts.machine_code import MachineCode
+from kcontract.receipts.mutation_scores import mutation_findings
 from kcontract.receipts.receipt import NewerReceipt, NotAReceipt, Receipt, ReceiptError
 from kcontract.receipts.schema import RECEIPTS_DIR, receipt_name
 
@@ -169,6 +170,7 @@ def _judge(report: ReceiptReport, loaded, receipt: Receipt, path: Path, machine:
                                    f"{refresh(loaded, path)}")
     report.problems += [f"{shown}: {line}: run `kcontract coverage {name} --contract {_here(loaded.path)} --receipt "
                         f"{_here(path)}` on a GPU and commit it" for name, line in floor_problems(loaded, receipt)]
+    _mutation(report, loaded, receipt, path)
     stale = [svg.name for svg, current in receipt_plots(path, receipt) if not current]
     if stale:
         report.problems.append(f"{shown}: {len(stale)} of its rooflines drawn from other bench rows "
@@ -194,6 +196,21 @@ def _what(state: str, cause: str) -> str:
     """What a failing group's line says of its rows, up to the command that refreshes them."""
     return {STALE: f"{cause}: ", MISSING: "no row yet: ", ORPHANED: "the contract has no such entry or control (a "
             "refresh drops the row): ", FAILED: f"its outcome failed ({cause}): fix it, then "}[state]
+
+
+def _mutation(report: ReceiptReport, loaded, receipt: Receipt, path: Path) -> None:
+    """A failing line per mutation score below the floor; one note naming the compiled entries with none of their
+    kernel source as it is."""
+    shown, unscored, low = f"{RECEIPTS_DIR}/{path.name}", *mutation_findings(loaded, receipt)
+    command = f"`kcontract mutate {{}} --contract {_here(loaded.path)} --receipt {_here(path)}`"
+    report.problems += [f"{shown}: {why}; then run {command.format(name)} on a GPU and commit it" for name, why in low]
+    if unscored:
+        names = ", ".join(unscored[:SHOWN_NAMES]) + (f" and {len(unscored) - SHOWN_NAMES} more"
+                                                     if len(unscored) > SHOWN_NAMES else "")
+        one = len(unscored) == 1
+        report.notes.append(f"{shown}: {len(unscored)} compiled entr{'y has' if one else 'ies have'} no mutation "
+                            f"score of {'its' if one else 'their'} kernel source as it is ({names}): run "
+                            f"{command.format('ENTRY')} on a GPU for each and commit it")
 
 
 def _earlier(report: ReceiptReport, loaded, judged: list[RowJudgement], path: Path) -> None:
