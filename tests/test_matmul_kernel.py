@@ -3,13 +3,16 @@ matmul family builds from those exports, the refusals of shapes it cannot take, 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kcontract.builds.builds import Builds
+from kcontract.contract.kernels import only_launched
 from kcontract.contract.loader import load_contract
+from kcontract.contract.model import CudaKernel
 from kcontract.errors import ContractError, UsageError
 from kcontract.families.matmul.family import bits, exact_rows, order_rows, stress_rows
 from kcontract.families.matmul.spec import Arithmetic
@@ -82,6 +85,24 @@ def test_launches_follow_the_schedule_and_split_k(loaded):
     assert [qkv._launch(m, 4096, 6144)[0].role for m in (1, 64, 65, 511, 512, 2047, 2048, 4096)] == \
         ["m64n64", "m64n64", "m128n128", "m128n128", "m128n192", "m128n192", "m128n256", "m128n256"]
     assert qkv._launch(512, 4096, 6144)[0].grid == (6144 // 192, 4, 1)
+
+
+def test_an_entry_of_the_shared_kernel_compiles_and_records_only_the_tiles_its_schedule_launches(loaded):
+    """The named kernel lists every tile; each entry keeps the symbols its schedule launches, so a build, its
+    records and its mutants hold no tile the entry never runs."""
+    router = loaded.entry("matmul_router_k4096_n128_fp32")
+    assert list(router.kernel.compiled.symbols) == ["m8n16", "m64n16", "m64n64", "m128n128"]
+    assert router.kernel.compiled.symbols["m64n64"] == "matmul<64, 64, 3, 0>"
+    assert len(loaded.model.kernels["matmul"].cuda.symbols) == 13  # the contract's kernel as written
+    records = json.loads((ROOT / "records" / "cuda-13.5.37" / "matmul_router_k4096_n128_fp32.json").read_text())
+    assert sorted(records["kernels"]) == ["m128n128", "m64n16", "m64n64", "m8n16"]
+
+
+def test_a_kernel_keeps_its_symbols_where_its_family_names_a_role_it_lacks():
+    kernel = CudaKernel(source="k.cu", symbols={"a": "k<1>", "b": "k<2>"})
+    assert only_launched(kernel, ["a"]).symbols == {"a": "k<1>"}
+    assert only_launched(kernel, ["a", "c"]).symbols == kernel.symbols  # the loader reports the missing role
+    assert only_launched(kernel, []).symbols == kernel.symbols
 
 
 def test_gate_2_adds_order_probes_against_every_plausible_split(loaded):

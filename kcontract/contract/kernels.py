@@ -32,6 +32,16 @@ def fill_symbols(kernel: CompiledKernel, args: dict[str, object]) -> tuple[Compi
     return kernel.model_copy(update=filled), None
 
 
+def only_launched(kernel: CompiledKernel, roles: list[str]) -> CompiledKernel:
+    """The kernel with only the symbols its family launches for the entry (a named kernel shared by entries lists
+    the union; the others would be compiled, recorded and mutated for nothing). Unchanged where the family names
+    no roles or a role has no symbol, which the loader reports."""
+    if not roles or not set(roles) <= set(kernel.symbols):
+        return kernel
+    return kernel.model_copy(update={"symbols": {r: e for r, e in kernel.symbols.items() if r in roles},
+                                     "launch": {r: s for r, s in kernel.launch.items() if r in roles}})
+
+
 SMEM_OPTIN = "smem_optin"  # in a dynamic_smem expression: the target SM's opt-in shared memory per block, bytes
 LAUNCH_FIELDS = (("threads", 1, 1024), ("dynamic_smem", 0, 1 << 20))  # each launch field and its bounds
 

@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from kcontract.contract.imports import add_import_roots, import_roots
-from kcontract.contract.kernels import one_line, fill_launch, fill_symbols, instance_problem, python_kernel_problem
+from kcontract.contract.kernels import (fill_launch, fill_symbols, instance_problem, one_line, only_launched,
+                                       python_kernel_problem)
 from kcontract.contract.loaded import LoadedContract, LoadedControl, LoadedEntry
 from kcontract.contract.model import CompiledKernel, Contract, Entry, KernelRef
 from kcontract.contract.patches import PatchError, apply
@@ -270,7 +271,7 @@ def _kernel(problems: _Problems, model: Contract, ref: KernelRef | str, family: 
         if why:
             problems.add(parts + [kind, "launch"], why)
             return None
-        return ref.model_copy(update={kind: compiled})
+        return ref.model_copy(update={kind: only_launched(compiled, _launched_roles(family))})
     if import_kernels:
         key = (ref.python, tuple(family.kernel_abi()))
         if key not in problems.python_checked:
