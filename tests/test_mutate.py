@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import kcontract.session.preflight
 import kcontract.launch
 
 from kcontract.cli import cli
+from kcontract.contract.argued_lines import replaced
 from kcontract.mutate.operators import CLASSES, code_spans, mutants
 from kcontract.verdict.outcome import Task
 
@@ -375,6 +377,24 @@ def test_argued_mutants_load_on_cuda_entries_only_and_stale_no_row(tmp_path):
     assert "mutation" in PROSE
     loaded = load_contract(str(ROOT / "contract.yaml"), import_kernels=False)
     assert all(e.mutation is None or e.kernel.compiled is not None for e in loaded.entries)
+
+
+def test_an_argued_mutant_on_a_line_that_lacks_what_its_change_replaces_is_refused_where_it_is_written(tmp_path):
+    """Lines move when a kernel grows: an argument left behind would match no survivor and count an equivalent
+    mutant as a survivor, so the contract refuses it at load, naming the line and what it holds."""
+    text = (ROOT / "contract.yaml").read_text()
+    old = '{line: 278, change: "+ -> -"'
+    at = text.index(old)
+    (tmp_path / "c.yaml").write_text(text[:at] + old.replace("278", "276") + text[at + len(old):])
+    for folder in ("kernels", "controls", "records"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    done = CliRunner().invoke(cli, ["list", "--contract", str(tmp_path / "c.yaml")])
+    line = text[:at].count("\n") + 1
+    assert done.exit_code == 2 and done.output.startswith(
+        f"ERROR: {tmp_path / 'c.yaml'}:{line}: entries[23].mutation.equivalent[1].line: line 276 of kernels/matmul.cu to hold `+`, "
+        "which change `+ -> -` replaces"), done.output
+    assert len(done.output.splitlines()) == 1 and "Traceback" not in done.output
+    assert replaced("__syncthreads() removed") == "__syncthreads()" and replaced("a reason") is None
 
 
 def test_a_campaign_whose_unmutated_entry_is_red_judges_no_mutant(tmp_path, monkeypatch, fresh_cache):

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from kcontract.contract.imports import add_import_roots, import_roots
+from kcontract.contract.argued_lines import argued_line_problems
 from kcontract.contract.kernels import (fill_launch, fill_symbols, instance_problem, one_line, only_launched,
                                        python_kernel_problem)
 from kcontract.contract.loaded import LoadedContract, LoadedControl, LoadedEntry
@@ -219,6 +220,8 @@ def _resolve(problems: _Problems, model: Contract, specs: dict, lines: dict[str,
         if entry.mutation is not None and kernel.compiled is None:
             problems.add(base + ["mutation"], "argued mutants only on a CUDA or Triton kernel (`kcontract mutate` "
                          "mutates it)")
+        for j, why in argued_line_problems(Path(problems.file).resolve().parent, kernel.compiled, entry.mutation):
+            problems.add(base + ["mutation", "equivalent", j, "line"], why)
         entries.append(LoadedEntry(entry.name, entry.family, family, kernel, gates, entry.timeout,
                                    line_of(lines, base), i, entry.coverage, entry.mutation))
     controls = _controls(problems, model, entries, gates_of, lines, import_kernels)
