@@ -106,6 +106,7 @@ class CudaLauncher:
                 self.functions[role].max_dynamic_shared_size_bytes = smem
         self.streams = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True))
         self.maps: dict[tuple, object] = {}  # encoded tensor maps by buffer address, shape and map
+        self.reset_probes()
 
     def _module(self) -> ModuleBuild:
         """The job's module for this GPU's SM, or the environment problem that kept it from being built."""
@@ -130,6 +131,21 @@ class CudaLauncher:
                  "cubin_sha256": hashlib.sha256(Path(info.path).read_bytes()).hexdigest()}
         probes = self.probes_run()
         return found | ({"coverage": probes} if probes is not None else {})
+
+    def reset_probes(self) -> None:
+        """Zero the module's coverage counters, where it has any: CuPy loads a cubin once per process and device,
+        so they would keep what an earlier task's launches of the same cubin (another entry's stand-in) set."""
+        errors = (self.cp.cuda.driver.CUDADriverError, self.cp.cuda.runtime.CUDARuntimeError)
+        try:
+            count = int(self._counter("kcontract_cov_size"))
+        except errors:  # no probes
+            return
+        for ident in range(count):
+            try:
+                self.cp.ndarray((1,), self.cp.uint32, memptr=self.module.get_global(f"kcontract_cov_{ident}")).fill(0)
+            except errors:  # a probe the compiled code never names
+                continue
+        self.cp.cuda.Device().synchronize()  # the launches, on their own streams, come after the zeros
 
     def probes_run(self) -> list[int] | None:
         """The coverage probes set in the module's counters (`kcontract_cov_size` of them), or None where it has
