@@ -205,11 +205,9 @@ def _mutation(report: ReceiptReport, loaded, receipt: Receipt, path: Path) -> No
     command = f"`kcontract mutate {{}} --contract {_here(loaded.path)} --receipt {_here(path)}`"
     report.problems += [f"{shown}: {why}; then run {command.format(name)} on a GPU and commit it" for name, why in low]
     if unscored:
-        names = ", ".join(unscored[:SHOWN_NAMES]) + (f" and {len(unscored) - SHOWN_NAMES} more"
-                                                     if len(unscored) > SHOWN_NAMES else "")
         one = len(unscored) == 1
         report.notes.append(f"{shown}: {len(unscored)} compiled entr{'y has' if one else 'ies have'} no mutation "
-                            f"score of {'its' if one else 'their'} kernel source as it is ({names}): run "
+                            f"score of {'its' if one else 'their'} kernel source as it is ({_names(unscored)}): run "
                             f"{command.format('ENTRY')} on a GPU for each and commit it")
 
 
@@ -266,6 +264,7 @@ def _rows(n: int) -> str:
     return f"{n} row{'s' if n != 1 else ''}"
 
 
-def _names(rows: list[RowJudgement]) -> str:
-    shown = [r.shown for r in rows[:SHOWN_NAMES]]
+def _names(rows: list[RowJudgement] | list[str]) -> str:
+    """The first SHOWN_NAMES rows (or names), then how many more."""
+    shown = [r if isinstance(r, str) else r.shown for r in rows[:SHOWN_NAMES]]
     return ", ".join(shown) + (f" and {len(rows) - SHOWN_NAMES} more" if len(rows) > SHOWN_NAMES else "")
