@@ -426,3 +426,54 @@ def test_a_mutation_score_below_the_floor_fails_and_a_missing_one_is_named_in_a_
     source = project.parent / "kernels" / "tiny.cu"
     source.write_text(source.read_text() + "// touched\n")
     assert "1 compiled entry has no mutation score of its kernel source as it is (tiny)" in receipt_check().output
+
+
+def _rows_ran_at(project: Path, commit: str, files: dict[str, str] | None = None) -> None:
+    """Point every row of the project's receipt at `commit` (and, given `files`, at those file hashes); commit it."""
+    receipt = json.loads((project.parent / "receipts" / "contract-h200.json").read_text())
+    for row in receipt["entries"] + receipt["controls"]:
+        row["ran"]["commit"] = commit
+        for name, sha in (files or {}).items():
+            if name in row["depends"]["files"]:
+                row["depends"]["files"][name] = sha
+    write_receipt(project, receipt)
+    commit_all(project.parent, "the receipt, as a rebased branch left it")
+
+
+def _commit_off_head(folder: Path, change=None) -> str:
+    """A commit on a branch that is then deleted (as a rebase or squash merge leaves the one a row ran at)."""
+    git(folder, "checkout", "-q", "-b", "gone")
+    if change:
+        change()
+    commit = commit_all(folder, "a commit that leaves HEAD's history") if change else None
+    if commit is None:
+        git(folder, "commit", "-q", "--allow-empty", "-m", "a commit that leaves HEAD's history")
+        commit = git(folder, "rev-parse", "HEAD").strip()
+    git(folder, "checkout", "-q", "-")
+    git(folder, "branch", "-q", "-D", "gone")
+    return commit
+
+
+def test_a_row_whose_commit_left_heads_history_is_judged_by_its_files_found_by_content(project):
+    gone = _commit_off_head(project.parent)
+    _rows_ran_at(project, gone)
+    source = project.parent / "kernels" / "tiny.cu"
+    source.write_text("// a comment that changes no machine code\n" + source.read_text())
+    assert states(project, machine=True) == {"tiny": "current", "other": "current", "control tiny_doubled": "current"}
+    done = receipt_check()
+    assert done.exit_code == 0, done.output
+    assert f"SASS unchanged on 2 SMs since {gone[:12]}'s files, found by content (" in done.output
+
+
+def test_a_row_whose_files_are_in_no_commit_of_head_is_stale_and_says_so(project):
+    import hashlib
+
+    source = project.parent / "kernels" / "tiny.cu"
+    text = "// ran only off HEAD\n" + source.read_text()
+    gone = _commit_off_head(project.parent, lambda: source.write_text(text))
+    ran = hashlib.sha256(text.encode()).hexdigest()
+    _rows_ran_at(project, gone, {"kernels/tiny.cu": ran})
+    done = receipt_check()
+    assert done.exit_code == 1
+    assert (f"machine code not compared: commit {gone[:12]} is not in HEAD's history, and kernels/tiny.cu as it "
+            f"ran (sha256 {ran[:12]}) is in none of HEAD's ") in done.output

@@ -2,7 +2,9 @@
 
 The row's kernel is built twice with the toolchain in use, for every target SM it builds, by the contract's
 `Builds`: from the files at the commit the row ran at (each checked against the sha256 the row recorded: its other
-revision) and from the files now. Where every symbol of the row has the same machine code (sassdiff/same_code.py:
+revision) and from the files now. Where that commit is not in HEAD's history (a rebase or squash merge removed
+it), the other revision is HEAD's tree with each recorded file at the version of HEAD's history that has its sha256,
+so that every clone of the branch judges the row alike. Where every symbol of the row has the same machine code (sassdiff/same_code.py:
 bytes, else normalised SASS) and every exported constant the same value on every SM, the change did not reach
 what ran. This is `kcontract sass-diff`'s
 comparison, made for one row.
@@ -17,6 +19,7 @@ from pathlib import Path
 from kcontract.builds.builds import Builds
 from kcontract.errors import KContractError
 from kcontract.identity import file_sha256
+from kcontract.sassdiff.by_content import by_content, is_ancestor
 from kcontract.sassdiff.same_code import same_machine_code
 from kcontract.sassdiff.revision import checkout, repo_root
 from kcontract.toolchain.exports import ExportError, module_exports
@@ -40,7 +43,7 @@ class MachineCode:
         self.builds = built if built is not None else Builds.of(loaded)
         self._stack = contextlib.ExitStack()
         self._trees: dict[str, Path | str] = {}
-        self._revisions: dict[str, Builds] = {}  # commit -> the contract's kernels built from its files
+        self._revisions: dict[Path, Builds] = {}  # a revision's folder -> the contract's kernels built from it
 
     def __enter__(self) -> MachineCode:
         return self
@@ -48,31 +51,38 @@ class MachineCode:
     def __exit__(self, *exc) -> None:
         self._stack.close()
 
-    def _old_base(self, commit: str) -> Path | str:
-        """The contract's folder in an export of `commit`, or why there is none."""
-        if commit not in self._trees:
+    def _old_base(self, commit: str, recorded: dict[str, str]) -> tuple[str, Path | str]:
+        """The name of the row's other revision and the contract's folder in it, or why there is none."""
+        try:
+            repo = repo_root(self.base)
+            inside = self.base.relative_to(repo.resolve())
+        except (KContractError, ValueError) as error:
+            return commit[:12], f"no git work tree holds {self.base}: {error}"
+        known = is_ancestor(repo, commit)
+        key = commit if known else "{} by content ({})".format(commit[:12], ",".join(sorted(recorded.values())))
+        shown = commit[:12] if known else f"{commit[:12]}'s files, found by content"
+        if key not in self._trees:
             try:
-                repo = repo_root(self.base)
-                tree = self._stack.enter_context(checkout(repo, commit))
-                self._trees[commit] = tree / self.base.relative_to(repo.resolve())
-            except (KContractError, ValueError, OSError):
-                self._trees[commit] = f"commit {commit[:12]} is not in this clone"
-        return self._trees[commit]
+                files = {(inside / name).as_posix(): sha for name, sha in recorded.items()}
+                tree = self._stack.enter_context(checkout(repo, commit) if known else by_content(repo, files))
+                self._trees[key] = tree / inside
+            except (KContractError, ValueError, OSError) as error:
+                self._trees[key] = f"commit {commit[:12]} is not in HEAD's history, and {error}"
+        return shown, self._trees[key]
 
     def prepare(self, asks: list[tuple]) -> None:
         """Build, in one batch now and one per earlier commit, the kernels of every comparison `compare` will be
         asked for ((kernel, ran, recorded) each), so that it compiles nothing of its own; a build that fails is
         left for `compare` to report."""
-        found = [(kernel.compiled, commit, old) for kernel, ran, recorded in asks
-                 for commit, old in [self._comparable(kernel, ran, recorded)] if not isinstance(old, Verdict)]
+        found = [(kernel.compiled, shown, old) for kernel, ran, recorded in asks
+                 for shown, old in [self._comparable(kernel, ran, recorded)] if not isinstance(old, Verdict)]
         if not found:
             return
         try:
             sms = self._sms()
             self.builds.build_each([([compiled for compiled, _, _ in found], sms)])
-            for commit in dict.fromkeys(commit for _, commit, _ in found):
-                old = next(old for _, c, old in found if c == commit)
-                self._revision(commit, old).build_each([([compiled for compiled, c, _ in found if c == commit], sms)])
+            for old in dict.fromkeys(old for _, _, old in found):
+                self._revision(old).build_each([([compiled for compiled, _, o in found if o == old], sms)])
         except KContractError:  # `compare` says why, row by row
             pass
 
@@ -80,40 +90,41 @@ class MachineCode:
         """The row's kernel built from its commit's files and from today's, compared on every target SM."""
         if kernel.compiled is None:
             return Verdict(False, "")
-        commit, old = self._comparable(kernel, ran, recorded)
+        shown, old = self._comparable(kernel, ran, recorded)
         if isinstance(old, Verdict):
             return old
         try:
-            return self._compare(kernel.compiled, old, commit)
+            return self._compare(kernel.compiled, old, shown)
         except KContractError as error:
             return Verdict(False, f"machine code not compared: {error.message}")
 
     def _comparable(self, kernel, ran: dict, recorded: dict[str, str]) -> tuple[str, Path | Verdict]:
-        """The row's commit and the contract's folder at it, or the Verdict that says why it cannot be compared."""
+        """The name of the row's other revision and the contract's folder in it, or the Verdict that says why it
+        cannot be compared."""
         commit = ran.get("commit")
         if not commit or ran.get("dirty") is not False:
             return commit, Verdict(False, "machine code not compared: the row ran on a tree that was no clean commit")
-        old = self._old_base(commit)
+        shown, old = self._old_base(commit, recorded)
         if isinstance(old, str):
-            return commit, Verdict(False, f"machine code not compared: {old}")
+            return shown, Verdict(False, f"machine code not compared: {old}")
         for name, sha in recorded.items():
             path = old / name
             if not path.is_file() or file_sha256(path) != sha:
-                return commit, Verdict(False, f"machine code not compared: {name} at {commit[:12]} is not the file "
-                                              f"the row ran")
-        return commit, old
+                return shown, Verdict(False, f"machine code not compared: {name} at {shown} is not the file the row "
+                                             f"ran")
+        return shown, old
 
     def _sms(self) -> list[str]:
         tool = self.builds.toolchain
         return [sm for sm in self.loaded.targets if tool.builds(sm)]
 
-    def _revision(self, commit: str, old: Path) -> Builds:
-        if commit not in self._revisions:
-            self._revisions[commit] = self.builds.other_revision(old)
-        return self._revisions[commit]
+    def _revision(self, old: Path) -> Builds:
+        if old not in self._revisions:
+            self._revisions[old] = self.builds.other_revision(old)
+        return self._revisions[old]
 
-    def _compare(self, compiled, old: Path, commit: str) -> Verdict:
-        builds, then = self.builds, self._revision(commit, old)
+    def _compare(self, compiled, old: Path, shown: str) -> Verdict:
+        builds, then = self.builds, self._revision(old)
         tool = builds.toolchain
         sms = self._sms()
         current, earlier = builds.build([compiled], sms), then.build([compiled], sms)
@@ -122,7 +133,7 @@ class MachineCode:
             a, b = earlier.module(then.unit(compiled), sm), current.module(builds.unit(compiled), sm)
             if a is None or b is None:
                 return Verdict(False, f"machine code not compared: {compiled.source} does not compile for {sm} "
-                                      f"{'now' if b is None else 'at ' + commit[:12]}")
+                                      f"{'now' if b is None else 'at ' + shown}")
             changed = same_machine_code(a, b, symbols, builds.cache)
             if changed:
                 return Verdict(False, f"its machine code changed on {sm} ({changed[0]})")
@@ -133,4 +144,4 @@ class MachineCode:
                 return Verdict(False, f"machine code not compared: {error.message}")
         if not sms:
             return Verdict(False, f"machine code not compared: {tool.id} builds none of the target SMs")
-        return Verdict(True, f"SASS unchanged on {len(sms)} SMs since {commit[:12]} ({tool.id})")
+        return Verdict(True, f"SASS unchanged on {len(sms)} SMs since {shown} ({tool.id})")

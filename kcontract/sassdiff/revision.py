@@ -13,7 +13,7 @@ from pathlib import Path
 from kcontract.errors import EnvironmentProblem, UsageError
 
 
-def _git(repo: Path, *args: str) -> bytes:
+def run_git(repo: Path, *args: str) -> bytes:
     """Run git in `repo`; its failure is a UsageError with git's message."""
     try:
         done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
@@ -27,7 +27,7 @@ def _git(repo: Path, *args: str) -> bytes:
 def repo_root(path: Path, command: str = "sass-diff") -> Path:
     """The top of the git work tree holding `path` (`command`: which command needs it, for the message)."""
     try:
-        return Path(_git(path, "rev-parse", "--show-toplevel").decode().strip())
+        return Path(run_git(path, "rev-parse", "--show-toplevel").decode().strip())
     except UsageError:
         raise UsageError(f"{command} compares git revisions, and {path} is not inside a git work tree") from None
 
@@ -35,7 +35,7 @@ def repo_root(path: Path, command: str = "sass-diff") -> Path:
 def commit_of(repo: Path, rev: str) -> str:
     """The full commit id a revision names."""
     try:
-        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
+        return run_git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
     except UsageError:
         raise UsageError(f"no commit `{rev}` in {repo} (try HEAD, HEAD~1, a branch or a commit id)") from None
 
@@ -52,7 +52,7 @@ def checkout(repo: Path, rev: str | None) -> Iterator[Path]:
         return
     commit = commit_of(repo, rev)
     with tempfile.TemporaryDirectory(prefix="kcontract-rev-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(_git(repo, "archive", "--format=tar", commit))) as tar:
+        with tarfile.open(fileobj=io.BytesIO(run_git(repo, "archive", "--format=tar", commit))) as tar:
             if hasattr(tarfile, "data_filter"):
                 try:
                     tar.extractall(tmp, filter="data")
