@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
 import traceback
@@ -112,6 +113,12 @@ class FilledBuffers:
                 stack.pop()
 
 
+@functools.cache
+def worker_buffers() -> FilledBuffers:
+    """The filled buffers every Python launcher of this process shares: a worker's tasks fill a cache's memory once."""
+    return FilledBuffers()
+
+
 def _key(value: Assembled) -> tuple:
     return np.dtype(value.dtype).str, int(value.fill)
 
@@ -122,7 +129,7 @@ class PythonLauncher:
     def __init__(self, target: str):
         self.target = target
         self.fn = resolve(target)
-        self.buffers = FilledBuffers()
+        self.buffers = worker_buffers()
 
     def run(self, problem: Problem) -> dict[str, np.ndarray]:
         assembled = {name: self.buffers.take(value) for name, value in problem.inputs.items()
