@@ -477,3 +477,18 @@ def test_a_row_whose_files_are_in_no_commit_of_head_is_stale_and_says_so(project
     assert done.exit_code == 1
     assert (f"machine code not compared: commit {gone[:12]} is not in HEAD's history, and kernels/tiny.cu as it "
             f"ran (sha256 {ran[:12]}) is in none of HEAD's ") in done.output
+
+
+def test_a_shallow_clone_that_lacks_a_rows_files_says_how_to_fetch_them(project, tmp_path):
+    source = project.parent / "kernels" / "tiny.cu"
+    source.write_text("// a comment that changes no machine code\n" + source.read_text())
+    commit_all(project.parent, "a comment")
+    clone = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{project.parent}", str(clone))
+    receipt = json.loads((clone / "receipts" / "contract-h200.json").read_text())
+    gone = receipt["entries"][0]["ran"]["commit"]
+    done = CliRunner().invoke(cli, ["receipt", "check", "--contract", str(clone / "contract.yaml")])
+    assert done.exit_code == 1, done.output
+    assert (f"machine code not compared: commit {gone[:12]} is not in HEAD's history, and kernels/tiny.cu as it ran "
+            f"(sha256 ") in done.output
+    assert "(this clone is shallow: fetch its history, as actions/checkout's `fetch-depth: 0` does)" in done.output

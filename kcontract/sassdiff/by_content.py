@@ -39,13 +39,20 @@ def _contents(repo: Path, blobs: list[str]) -> Iterator[bytes]:
         at = end + 1 + size + 1
 
 
+def is_shallow(repo: Path) -> bool:
+    """Whether this clone holds only part of its history."""
+    return run_git(repo, "rev-parse", "--is-shallow-repository").decode().strip() == "true"
+
+
 def version_with_sha256(repo: Path, path: str, sha256: str) -> bytes:
     """The bytes of the version of `path` in HEAD's history whose sha256 is `sha256`."""
     blobs = _blobs(repo, path)
     for data in _contents(repo, blobs) if blobs else ():
         if hashlib.sha256(data).hexdigest() == sha256:
             return data
-    raise UsageError(f"{path} as it ran (sha256 {sha256[:12]}) is in none of HEAD's {len(blobs)} versions of it")
+    shallow = " (this clone is shallow: fetch its history, as actions/checkout's `fetch-depth: 0` does)"
+    raise UsageError(f"{path} as it ran (sha256 {sha256[:12]}) is in none of HEAD's {len(blobs)} versions of it"
+                     f"{shallow if is_shallow(repo) else ''}")
 
 
 @contextlib.contextmanager
