@@ -492,3 +492,18 @@ def test_a_shallow_clone_that_lacks_a_rows_files_says_how_to_fetch_them(project,
     assert (f"machine code not compared: commit {gone[:12]} is not in HEAD's history, and kernels/tiny.cu as it ran "
             f"(sha256 ") in done.output
     assert "(this clone is shallow: fetch its history, as actions/checkout's `fetch-depth: 0` does)" in done.output
+
+
+def test_a_kernel_added_to_a_source_leaves_the_rows_of_its_other_kernels_current(project):
+    """The earlier source lacks the new kernel, so the row's kernel is built there alone, with only its names."""
+    source = project.parent / "kernels" / "tiny.cu"
+    source.write_text(source.read_text() + "\ntemplate <int N>\n__global__ void tiny_twice(float* x, float a, int n) {\n"
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] = 2.0f * a * x[i];\n}\n")
+    project.write_text(project.read_text().replace("controls:\n", """  - name: twice
+    family: tests.families.tiny:TinyFamily
+    kernel: {cuda: {source: kernels/tiny.cu, symbols: {scale: "tiny_twice<32>", round: tiny_round}}}
+    launch: {scale: {threads: 128, dynamic_smem: 4096}, round: {threads: 256}}
+controls:
+"""))
+    found = states(project, machine=True)
+    assert (found["tiny"], found["other"], found["control tiny_doubled"]) == ("current", "current", "current"), found

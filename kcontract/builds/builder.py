@@ -27,6 +27,9 @@ class Builder(Protocol):
     def ident(self, kernel) -> tuple:
         """The ident of the unit a kernel compiles in."""
 
+    def alone(self, unit, kernel):
+        """`unit` holding only the names `kernel` gives it (its symbols and exports), not every use's."""
+
     @property
     def toolchain(self):
         """The toolchain it compiles with (its `id` is part of every cache key it makes)."""

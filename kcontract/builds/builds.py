@@ -250,6 +250,15 @@ class Builds:
                                  f"{log.strip()[:1500]}")
         return text, lowered
 
+    def alone(self, kernel) -> Builds:
+        """These builds with `kernel`'s unit holding only the names `kernel` gives it: an earlier revision whose
+        source lacks another use's names (a kernel added since) still builds this one."""
+        builder, unit = self._lookup(kernel)
+        other = Builds([], self.base, self.targets, self.cache.root, progress=self.progress,
+                       recompile=self.recompile, builders=self.builders)
+        other._units = {**self._units, (builder.kind, unit.ident): (builder, builder.alone(unit, kernel))}
+        return other
+
     def other_revision(self, base: Path) -> Builds:
         """The same kernels built from another revision's files: `base` is the contract's folder in its tree
         (sources, headers and patches are read there), the cache and toolchain shared."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from kcontract.builds.cache_backed import CacheBacked
@@ -9,7 +10,7 @@ from kcontract.contract.model import CudaKernel
 from kcontract.contract.paths import resolve_source
 from kcontract.toolchain.build import PTX_FILE, Batch, Build, Module, build, read_inputs
 from kcontract.toolchain.cache import inputs_digest
-from kcontract.toolchain.exports import kernel_exports
+from kcontract.toolchain.exports import kernel_exports, name_expression
 from kcontract.toolchain.locate import Toolchain, find_toolchain
 from kcontract.toolchain.units import KernelUse, Unit, contract_uses, group_units
 
@@ -40,6 +41,10 @@ class CudaBuilder(CacheBacked):
         if isinstance(kernel, Unit):
             return kernel.ident
         return kernel.source, tuple(kernel.options), kernel.patch
+
+    def alone(self, unit: Unit, kernel: CudaKernel) -> Unit:
+        return dataclasses.replace(unit, expressions=tuple(dict.fromkeys(kernel.symbols.values())),
+                                   exports=tuple(name_expression(v) for v in kernel.exports.values()))
 
     def build(self, units: list[Unit], sms: list[str] | dict[tuple, list[str]],
               progress: Callable[[Batch], None] | None = None) -> Build:

@@ -154,6 +154,10 @@ class TritonBuilder(CacheBacked):
             return kernel.label, kernel.expression, kernel.patch_label
         return kernel.source, next(iter(kernel.symbols.values())), kernel.patch
 
+    def alone(self, unit: TritonUnit, kernel) -> TritonUnit:
+        """A Triton unit holds one jit function already."""
+        return unit
+
     def build(self, units: list[TritonUnit], sms: list[str] | dict[tuple, list[str]],
               progress: Callable[[Batch], None] | None = None) -> Build:
         tool = self.toolchain

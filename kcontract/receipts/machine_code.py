@@ -4,10 +4,10 @@ The row's kernel is built twice with the toolchain in use, for every target SM i
 `Builds`: from the files at the commit the row ran at (each checked against the sha256 the row recorded: its other
 revision) and from the files now. Where that commit is not in HEAD's history (a rebase or squash merge removed
 it), the other revision is HEAD's tree with each recorded file at the version of HEAD's history that has its sha256,
-so that every clone of the branch judges the row alike. Where every symbol of the row has the same machine code (sassdiff/same_code.py:
-bytes, else normalised SASS) and every exported constant the same value on every SM, the change did not reach
-what ran. This is `kcontract sass-diff`'s
-comparison, made for one row.
+so that every clone of the branch judges the row alike; where that source lacks another use's names (a kernel
+added since), the earlier unit holds only the row's own. Where every symbol of the row has the same machine code
+(sassdiff/same_code.py: bytes, else normalised SASS) and every exported constant the same value on every SM, the
+change did not reach what ran. This is `kcontract sass-diff`'s comparison, made for one row.
 """
 
 from __future__ import annotations
@@ -128,7 +128,10 @@ class MachineCode:
         tool = builds.toolchain
         sms = self._sms()
         current, earlier = builds.build([compiled], sms), then.build([compiled], sms)
-        symbols, exported = list(compiled.symbols.values()), builds.unit(compiled).exports
+        if any(earlier.module(then.unit(compiled), sm) is None for sm in sms):  # another use's names are new
+            then = then.alone(compiled)
+            earlier = then.build([compiled], sms)
+        symbols, exported = list(compiled.symbols.values()), then.unit(compiled).exports
         for sm in sms:
             a, b = earlier.module(then.unit(compiled), sm), current.module(builds.unit(compiled), sm)
             if a is None or b is None:
