@@ -67,7 +67,9 @@ class MachineCode:
                 tree = self._stack.enter_context(checkout(repo, commit) if known else by_content(repo, files))
                 self._trees[key] = tree / inside
             except (KContractError, ValueError, OSError) as error:
-                self._trees[key] = f"commit {commit[:12]} is not in HEAD's history, and {error}"
+                why = f"commit {commit[:12]} cannot be exported: " if known else \
+                    f"commit {commit[:12]} is not in HEAD's history, and "
+                self._trees[key] = why + str(getattr(error, "message", error))
         return shown, self._trees[key]
 
     def prepare(self, asks: list[tuple]) -> None:
