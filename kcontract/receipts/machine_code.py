@@ -44,6 +44,8 @@ class MachineCode:
         self._stack = contextlib.ExitStack()
         self._trees: dict[str, Path | str] = {}
         self._revisions: dict[Path, Builds] = {}  # a revision's folder -> the contract's kernels built from it
+        self._where: tuple[Path, Path] | str | None = None  # the work tree and the contract's folder in it
+        self._ancestors: dict[str, bool] = {}  # commit -> whether it is in HEAD's history
 
     def __enter__(self) -> MachineCode:
         return self
@@ -51,14 +53,25 @@ class MachineCode:
     def __exit__(self, *exc) -> None:
         self._stack.close()
 
+    def _repo(self) -> tuple[Path, Path] | str:
+        """The git work tree holding the contract and the contract's folder inside it (asked once), or why none."""
+        if self._where is None:
+            try:
+                repo = repo_root(self.base)
+                self._where = repo, self.base.relative_to(repo.resolve())
+            except (KContractError, ValueError) as error:
+                self._where = f"no git work tree holds {self.base}: {error}"
+        return self._where
+
     def _old_base(self, commit: str, recorded: dict[str, str]) -> tuple[str, Path | str]:
         """The name of the row's other revision and the contract's folder in it, or why there is none."""
-        try:
-            repo = repo_root(self.base)
-            inside = self.base.relative_to(repo.resolve())
-        except (KContractError, ValueError) as error:
-            return commit[:12], f"no git work tree holds {self.base}: {error}"
-        known = is_ancestor(repo, commit)
+        found = self._repo()
+        if isinstance(found, str):
+            return commit[:12], found
+        repo, inside = found
+        if commit not in self._ancestors:
+            self._ancestors[commit] = is_ancestor(repo, commit)
+        known = self._ancestors[commit]
         key = commit if known else "{} by content ({})".format(commit[:12], ",".join(sorted(recorded.values())))
         shown = commit[:12] if known else f"{commit[:12]}'s files, found by content"
         if key not in self._trees:

@@ -27,14 +27,17 @@ def _blobs(repo: Path, path: str) -> list[str]:
 
 
 def _contents(repo: Path, blobs: list[str]) -> Iterator[bytes]:
-    """The bytes of each blob, read in one `git cat-file --batch`."""
+    """The bytes of each blob this clone holds, read in one `git cat-file --batch` (one it lacks is left out)."""
     done = subprocess.run(["git", "-C", str(repo), "cat-file", "--batch"], input="".join(f"{b}\n" for b in blobs)
                           .encode(), capture_output=True, check=False)
     out, at = done.stdout, 0
-    for _ in blobs:
+    while at < len(out):
         end = out.index(b"\n", at)
-        header = out[at:end].split()
-        size = int(header[2]) if len(header) == 3 else 0
+        header = out[at:end].split()  # `<oid> blob <size>`, then the bytes and a newline; or `<oid> missing`
+        if len(header) != 3:
+            at = end + 1
+            continue
+        size = int(header[2])
         yield out[end + 1:end + 1 + size]
         at = end + 1 + size + 1
 
